@@ -1,0 +1,20 @@
+"""Controllers: definitions (`Controller`, stages, cases) and the threaded runtime."""
+
+from cloudcoil_sync.controller.status import (
+    ReconcileStatus,
+    get_condition,
+    set_condition,
+    update_status,
+)
+from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
+
+__all__ = [
+    "ReconcileStatus",
+    "ResourceKey",
+    "Result",
+    "TerminalError",
+    "Wait",
+    "get_condition",
+    "set_condition",
+    "update_status",
+]

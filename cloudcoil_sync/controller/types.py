@@ -1,0 +1,97 @@
+"""Queue keys and the values a reconcile pass can return or raise."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cloudcoil.resources import Resource
+
+__all__ = ["ResourceKey", "Result", "TerminalError", "Wait"]
+
+DEFAULT_WAIT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class ResourceKey:
+    """Identity of one object of a controller's primary kind; namespace None = cluster scope."""
+
+    name: str
+    namespace: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("A resource key needs a name")
+
+    @classmethod
+    def from_resource(cls, obj: Resource | Mapping[str, Any]) -> ResourceKey:
+        """Key of a model or of a plain JSON object (as informer stores keep them)."""
+        if isinstance(obj, Mapping):
+            metadata = obj.get("metadata") or {}
+            name, namespace = metadata.get("name"), metadata.get("namespace")
+        else:
+            metadata = obj.metadata
+            name = metadata.name if metadata is not None else None
+            namespace = metadata.namespace if metadata is not None else None
+        if not name:
+            raise ValueError("A resource key needs metadata.name")
+        return cls(name, namespace or None)
+
+    def __str__(self) -> str:
+        return self.name if self.namespace is None else f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Result:
+    """A successful pass; optionally persist `resource` and schedule another pass.
+
+    `resource` is a modified copy of the pass's primary snapshot; its differences are
+    patched before `requeue_after` (seconds, finite, >= 0) schedules the next pass.
+    """
+
+    requeue_after: float | None = None
+    resource: Resource | None = None
+
+    def __post_init__(self) -> None:
+        delay = self.requeue_after
+        if delay is not None and (isinstance(delay, bool) or not math.isfinite(delay) or delay < 0):
+            raise ValueError("requeue_after must be finite and nonnegative")
+
+
+class Wait(Exception):
+    """Expected pending work: stop the pass and look again later, without backoff.
+
+    `after` (or its low-level spelling `requeue_after`) is the delay in seconds,
+    default 30; it must be finite and positive.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        message: str = "",
+        *,
+        after: float | None = None,
+        requeue_after: float | None = None,
+    ) -> None:
+        if after is not None and requeue_after is not None:
+            raise ValueError("Use after or requeue_after, not both")
+        if after is not None:
+            delay: float = after
+        elif requeue_after is not None:
+            delay = requeue_after
+        else:
+            delay = DEFAULT_WAIT_SECONDS
+        if not reason:
+            raise ValueError("Wait needs a reason")
+        if isinstance(delay, bool) or not math.isfinite(delay) or delay <= 0:
+            raise ValueError("Wait delay must be finite and positive")
+        self.reason = reason
+        self.message = message
+        self.requeue_after = float(delay)
+        super().__init__(message or reason)
+
+
+class TerminalError(Exception):
+    """A failure not worth retrying; later events or a resync still reconcile the key."""
