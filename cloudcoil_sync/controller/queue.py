@@ -1,0 +1,339 @@
+"""A thread-safe, deduplicating work queue with per-key exponential backoff.
+
+Semantics follow client-go's workqueue as cloudcoil 0.8 adapted it: adds coalesce, a key
+is never handed to two workers at once, a key added while it is processed runs once more
+after `done`, fresh adds supersede delayed retries. Delayed keys live in one heap; no
+thread per timer: a waiting `get` sleeps until the next deadline (or until woken).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Generic, Protocol, TypeVar, overload
+
+__all__ = ["QueueClosed", "QueueMetrics", "WorkQueue"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class QueueClosed(Exception):
+    """The queue was shut down and has no ready work left."""
+
+
+class QueueMetrics(Protocol):
+    """Hooks a queue calls (under its lock, so they must be cheap and never block)."""
+
+    def added(self) -> None:
+        """A key became pending (client-go `workqueue_adds_total`)."""
+
+    def retried(self) -> None:
+        """A key was scheduled with a non-zero delay (`workqueue_retries_total`)."""
+
+    def sizes(self, depth: int, delayed: int) -> None:
+        """Pending keys (ready or dirty while processing) and keys with a pending timer."""
+
+    def queued_for(self, seconds: float) -> None:
+        """Time a key waited between becoming pending and a worker taking it."""
+
+    def worked_for(self, seconds: float) -> None:
+        """Time a worker held a key, from `get` to `done`."""
+
+
+class _NoMetrics:
+    def added(self) -> None:
+        pass
+
+    def retried(self) -> None:
+        pass
+
+    def sizes(self, depth: int, delayed: int) -> None:
+        pass
+
+    def queued_for(self, seconds: float) -> None:
+        pass
+
+    def worked_for(self, seconds: float) -> None:
+        pass
+
+
+class WorkQueue(Generic[K]):
+    """Serialize each key while different keys run concurrently on worker threads.
+
+    Pair every successful `get` with `done` (in a `finally`). `retry` schedules the key
+    after `base_delay * 2**attempt` seconds (attempts counted since the last `forget`),
+    capped at `max_delay`, times a uniform jitter factor of 1 ± `jitter`. There is no
+    retry limit and no global rate limit. `clock` (monotonic seconds) and `rng` can be
+    injected for deterministic tests.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_delay: float = 1.0,
+        max_delay: float = 60.0,
+        jitter: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        metrics: QueueMetrics | None = None,
+    ) -> None:
+        if not all(math.isfinite(v) for v in (base_delay, max_delay, jitter)):
+            raise ValueError("Retry settings must be finite")
+        if base_delay <= 0 or max_delay < base_delay or not 0 <= jitter <= 1:
+            raise ValueError("Require 0 < base_delay <= max_delay and 0 <= jitter <= 1")
+        self._base_delay = base_delay
+        self._max_delay = max_delay
+        self._jitter = jitter
+        # Exponent beyond which base * 2**n would exceed max_delay anyway.
+        self._max_exponent = math.ceil(math.log2(max_delay / base_delay))
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._metrics: QueueMetrics = metrics or _NoMetrics()
+        self._lock = threading.Lock()
+        self._available = threading.Condition(self._lock)
+        self._idle = threading.Condition(self._lock)
+        self._ready: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: dict[K, float] = {}  # key -> when a worker took it
+        self._pending_since: dict[K, float] = {}  # key -> when it became pending
+        self._delayed: dict[K, tuple[float, int]] = {}  # key -> (deadline, timer id)
+        self._timers: list[tuple[float, int, K]] = []  # heap; stale entries skipped
+        self._timer_ids = itertools.count()
+        self._retries: dict[K, int] = {}
+        self._closed = False
+        self._immediate = False
+
+    # -- introspection -------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        """Ready keys waiting for a worker (not in flight, not delayed)."""
+        with self._lock:
+            self._release_due(self._clock())
+            return len(self._ready)
+
+    @property
+    def processing(self) -> int:
+        """Keys currently held by workers."""
+        with self._lock:
+            return len(self._processing)
+
+    @property
+    def delayed(self) -> int:
+        """Keys with a pending retry or scheduled requeue."""
+        with self._lock:
+            self._release_due(self._clock())
+            return len(self._delayed)
+
+    @property
+    def closed(self) -> bool:
+        with self._lock:
+            return self._closed
+
+    def num_retries(self, key: K) -> int:
+        """Consecutive `retry` calls for the key since its last `forget`."""
+        with self._lock:
+            return self._retries.get(key, 0)
+
+    def unfinished_work_seconds(self) -> float:
+        """Total time the keys now in flight have been held (stuck workers show here)."""
+        with self._lock:
+            now = self._clock()
+            return sum(now - start for start in self._processing.values())
+
+    def longest_running_processor_seconds(self) -> float:
+        """How long the oldest key now in flight has been held."""
+        with self._lock:
+            now = self._clock()
+            return max((now - start for start in self._processing.values()), default=0.0)
+
+    # -- producers -------------------------------------------------------------------
+
+    def add(self, key: K) -> None:
+        """Ask for a pass now; a fresh add supersedes a delayed retry of the key."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._delayed.pop(key, None) is not None:
+                self._compact_timers()
+            self._add_locked(key, self._clock())
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Ask for a pass after `delay` seconds, keeping an earlier pending deadline."""
+        if isinstance(delay, bool) or not math.isfinite(delay) or delay < 0:
+            raise ValueError("delay must be finite and nonnegative")
+        with self._lock:
+            self._add_after_locked(key, delay)
+
+    def retry(self, key: K) -> float:
+        """Schedule the key with exponential backoff; return the delay chosen (0 if closed)."""
+        with self._lock:
+            if self._closed:
+                return 0.0
+            attempt = self._retries.get(key, 0)
+            self._retries[key] = attempt + 1
+            if attempt >= self._max_exponent:
+                delay = self._max_delay
+            else:
+                delay = math.ldexp(self._base_delay, attempt)
+            factor = self._rng.uniform(1 - self._jitter, 1 + self._jitter)
+            delay = min(self._max_delay, delay * factor)
+            self._add_after_locked(key, delay)
+            return delay
+
+    def forget(self, key: K) -> None:
+        """Reset the key's failure count (after success or a terminal error)."""
+        with self._lock:
+            self._retries.pop(key, None)
+
+    # -- consumers -------------------------------------------------------------------
+
+    @overload
+    def get(self) -> K: ...
+
+    @overload
+    def get(self, timeout: float) -> K | None: ...
+
+    def get(self, timeout: float | None = None) -> K | None:
+        """Take the next ready key, blocking until one is ready.
+
+        Returns None when `timeout` (seconds) passes first; raises `QueueClosed` once
+        the queue is shut down and drained.
+        """
+        give_up = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while True:
+                now = self._clock()
+                self._release_due(now)
+                if self._ready:
+                    return self._take_locked(now)
+                if self._closed:
+                    raise QueueClosed("The work queue is shut down")
+                wait = self._timers[0][0] - now if self._timers else None
+                if give_up is not None:
+                    remaining = give_up - time.monotonic()
+                    if remaining <= 0:
+                        return None
+                    wait = remaining if wait is None else min(wait, remaining)
+                self._available.wait(wait)
+
+    def done(self, key: K) -> None:
+        """Release a key taken with `get`; run it again if it was added meanwhile."""
+        with self._lock:
+            start = self._processing.pop(key, None)
+            if start is None:
+                raise ValueError(f"done() called for {key!r}, which is not being processed")
+            self._metrics.worked_for(max(0.0, self._clock() - start))
+            if key in self._dirty:
+                self._ready.append(key)
+                self._available.notify()
+            self._changed()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until nothing is pending, in flight or delayed; False on timeout."""
+        with self._lock:
+            return self._idle.wait_for(self._is_idle, timeout)
+
+    def shutdown(self, *, immediate: bool = False) -> None:
+        """Refuse new work and drop timers and retry counts.
+
+        With `immediate=False` workers may still drain the keys already pending; with
+        `immediate=True` those are dropped too. In-flight keys still need `done`.
+        """
+        with self._lock:
+            self._closed = True
+            self._immediate = self._immediate or immediate
+            self._delayed.clear()
+            self._timers.clear()
+            self._retries.clear()
+            if self._immediate:
+                self._ready.clear()
+                self._dirty.clear()
+                self._pending_since.clear()
+            self._available.notify_all()
+            self._changed()
+
+    # -- internals (lock held) --------------------------------------------------------
+
+    def _add_locked(self, key: K, now: float) -> None:
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        self._pending_since.setdefault(key, now)
+        self._metrics.added()
+        if key not in self._processing:
+            self._ready.append(key)
+            self._available.notify()
+        self._changed()
+
+    def _add_after_locked(self, key: K, delay: float) -> None:
+        if self._closed:
+            return
+        now = self._clock()
+        if delay == 0:
+            if self._delayed.pop(key, None) is not None:
+                self._compact_timers()
+            self._add_locked(key, now)
+            return
+        self._metrics.retried()
+        if key in self._dirty:
+            return
+        deadline = now + delay
+        current = self._delayed.get(key)
+        if current is not None and current[0] <= deadline:
+            return
+        timer = next(self._timer_ids)
+        self._delayed[key] = (deadline, timer)
+        earliest = not self._timers or deadline < self._timers[0][0]
+        heapq.heappush(self._timers, (deadline, timer, key))
+        if current is not None:
+            self._compact_timers()
+        if earliest:
+            # Sleeping getters computed their wait from a later deadline.
+            self._available.notify_all()
+        self._changed()
+
+    def _release_due(self, now: float) -> None:
+        released = False
+        while self._timers and self._timers[0][0] <= now:
+            deadline, timer, key = heapq.heappop(self._timers)
+            if self._delayed.get(key) == (deadline, timer):
+                del self._delayed[key]
+                self._add_locked(key, now)
+                released = True
+        if released:
+            self._changed()
+
+    def _take_locked(self, now: float) -> K:
+        key = self._ready.popleft()
+        self._dirty.discard(key)
+        self._processing[key] = now
+        since = self._pending_since.pop(key, None)
+        if since is not None:
+            self._metrics.queued_for(max(0.0, now - since))
+        if self._ready:
+            self._available.notify()
+        self._changed()
+        return key
+
+    def _compact_timers(self) -> None:
+        # Lazy deletion leaves stale heap entries; rebuild when they dominate.
+        if len(self._timers) > 2 * len(self._delayed) + 64:
+            self._timers = [
+                (deadline, timer, key) for key, (deadline, timer) in self._delayed.items()
+            ]
+            heapq.heapify(self._timers)
+
+    def _is_idle(self) -> bool:
+        return not (self._dirty or self._processing or self._delayed)
+
+    def _changed(self) -> None:
+        self._metrics.sizes(len(self._dirty), len(self._delayed))
+        if self._is_idle():
+            self._idle.notify_all()
