@@ -189,7 +189,7 @@ def test_retry_jitter_stays_within_ten_percent_and_under_the_cap(clock: FakeCloc
         delay = queue.retry(key)
         nominal = min(60.0, 2.0**attempt)
         assert nominal * 0.9 <= delay <= min(60.0, nominal * 1.1)
-    samples = [WorkQueue(rng=random.Random(seed)).retry("a") for seed in range(50)]
+    samples = [WorkQueue[str](rng=random.Random(seed)).retry("a") for seed in range(50)]
     assert min(samples) < 0.97 and max(samples) > 1.03  # jitter actually applied
 
 
@@ -221,7 +221,7 @@ def test_fresh_event_supersedes_backoff(clock: FakeClock) -> None:
 )
 def test_invalid_settings_are_rejected(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
-        WorkQueue(**kwargs)
+        WorkQueue(**kwargs)  # type: ignore[arg-type]
 
 
 def test_shutdown_drains_ready_work_and_drops_timers(
