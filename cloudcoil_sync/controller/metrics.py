@@ -1,0 +1,362 @@
+"""Prometheus metrics named as controller-runtime names them, on a registry per operator.
+
+Existing controller-runtime dashboards work unchanged: same metric names, label names and
+histogram buckets (`controller` and `name` carry the controller name; no object names are
+ever label values). `cloudcoil_*` gauges add what controller-runtime lacks. Each
+`OperatorMetrics` owns its `CollectorRegistry`, which never emits the `_created` series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.metrics_core import Metric
+
+__all__ = [
+    "CONTENT_TYPE",
+    "RECONCILE_RESULTS",
+    "RECONCILE_TIME_BUCKETS",
+    "WORKQUEUE_BUCKETS",
+    "ControllerMetrics",
+    "ControllerStatus",
+    "OperatorMetrics",
+    "QueueMetricsRecorder",
+    "WebhookMetrics",
+]
+
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+
+RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
+
+# controller-runtime pkg/internal/controller/metrics: reconcile_time_seconds buckets.
+RECONCILE_TIME_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5,
+    0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0,
+    6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
+)  # fmt: skip
+
+# client-go workqueue and webhook latency: prometheus.ExponentialBuckets(10e-9, 10, 12).
+WORKQUEUE_BUCKETS = tuple(float(f"1e{exponent}") for exponent in range(-8, 4))
+
+
+@dataclass(frozen=True)
+class ControllerStatus:
+    """A snapshot of one controller; counts start at zero when the controller starts."""
+
+    ready: bool
+    queued: int
+    processing: int
+    delayed: int
+    successes: int
+    errors: int
+    terminal_errors: int
+    cancellations: int
+    duration_seconds: float
+
+
+class _Registry(CollectorRegistry):
+    """A registry whose scrapes leave out the OpenMetrics `_created` samples."""
+
+    def collect(self) -> Iterator[Metric]:
+        for family in super().collect():
+            created = family.name + "_created"
+            if any(sample.name == created for sample in family.samples):
+                trimmed = Metric(family.name, family.documentation, family.type, family.unit)
+                trimmed.samples = [s for s in family.samples if s.name != created]
+                yield trimmed
+            else:
+                yield family
+
+
+class OperatorMetrics:
+    """All collectors of one Application or Manager."""
+
+    def __init__(self) -> None:
+        self.registry: CollectorRegistry = _Registry(auto_describe=True)
+        r = self.registry
+        controller = ["controller"]
+        queue = ["name", "controller"]
+        self.reconcile_total = Counter(
+            "controller_runtime_reconcile_total",
+            "Total number of reconciliations per controller",
+            ["controller", "result"],
+            registry=r,
+        )
+        self.reconcile_errors = Counter(
+            "controller_runtime_reconcile_errors_total",
+            "Total number of reconciliation errors per controller",
+            controller,
+            registry=r,
+        )
+        self.terminal_errors = Counter(
+            "controller_runtime_terminal_reconcile_errors_total",
+            "Total number of terminal reconciliation errors per controller",
+            controller,
+            registry=r,
+        )
+        self.reconcile_timeouts = Counter(
+            "controller_runtime_reconcile_timeouts_total",
+            "Total number of reconciliation timeouts per controller",
+            controller,
+            registry=r,
+        )
+        self.reconcile_time = Histogram(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            controller,
+            buckets=RECONCILE_TIME_BUCKETS,
+            registry=r,
+        )
+        self.max_concurrent = Gauge(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            controller,
+            registry=r,
+        )
+        self.active_workers = Gauge(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            controller,
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            ["name", "controller", "priority"],
+            registry=r,
+        )
+        self.queue_adds = Counter(
+            "workqueue_adds_total", "Total number of adds handled by workqueue", queue, registry=r
+        )
+        self.queue_retries = Counter(
+            "workqueue_retries_total",
+            "Total number of retries handled by workqueue",
+            queue,
+            registry=r,
+        )
+        self.queue_duration = Histogram(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            queue,
+            buckets=WORKQUEUE_BUCKETS,
+            registry=r,
+        )
+        self.work_duration = Histogram(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            queue,
+            buckets=WORKQUEUE_BUCKETS,
+            registry=r,
+        )
+        self.unfinished_work = Gauge(
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been "
+            "observed by work_duration. Large values indicate stuck threads. One can deduce "
+            "the number of stuck threads by observing the rate at which this increases.",
+            queue,
+            registry=r,
+        )
+        self.longest_running = Gauge(
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running",
+            queue,
+            registry=r,
+        )
+        self.webhook_latency = Histogram(
+            "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission requests",
+            ["webhook"],
+            buckets=WORKQUEUE_BUCKETS,
+            registry=r,
+        )
+        self.webhook_requests = Counter(
+            "controller_runtime_webhook_requests_total",
+            "Total number of admission requests by HTTP status code",
+            ["webhook", "code"],
+            registry=r,
+        )
+        self.webhook_in_flight = Gauge(
+            "controller_runtime_webhook_requests_in_flight",
+            "Current number of admission requests being served",
+            ["webhook"],
+            registry=r,
+        )
+        self.leader_status = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+            "backup, 1 indicates master. 'name' is the string used to identify the lease.",
+            ["name"],
+            registry=r,
+        )
+        self.controller_ready = Gauge(
+            "cloudcoil_controller_ready",
+            "1 when the controller's informers are synced and its workers run",
+            controller,
+            registry=r,
+        )
+        self.delayed_keys = Gauge(
+            "cloudcoil_controller_delayed_keys",
+            "Keys waiting for a retry or a scheduled requeue",
+            controller,
+            registry=r,
+        )
+        self.manager_healthy = Gauge(
+            "cloudcoil_manager_healthy", "1 while the manager runs without failure", registry=r
+        )
+        self.manager_ready = Gauge(
+            "cloudcoil_manager_ready",
+            "1 when the manager leads (if electing) and every controller is ready",
+            registry=r,
+        )
+        self.manager_informers = Gauge(
+            "cloudcoil_manager_informers", "Informers the manager runs", registry=r
+        )
+        self._controllers: dict[str, ControllerMetrics] = {}
+
+    def controller(self, name: str, *, workers: int) -> ControllerMetrics:
+        """The metrics of one controller; its name must be unique in this registry."""
+        if name in self._controllers:
+            raise ValueError(f"Controller metric name {name!r} is already registered")
+        metrics = ControllerMetrics(self, name, workers)
+        self._controllers[name] = metrics
+        return metrics
+
+    def webhook(self, path: str) -> WebhookMetrics:
+        """The metrics of one admission route (labelled by its path, as controller-runtime)."""
+        return WebhookMetrics(self, path)
+
+    def leader(self, name: str) -> Gauge:
+        """The 0/1 gauge for the Lease `name`; starts at 0."""
+        gauge = self.leader_status.labels(name=name)
+        gauge.set(0)
+        return gauge
+
+    def manager(
+        self,
+        *,
+        healthy: Callable[[], bool],
+        ready: Callable[[], bool],
+        informers: Callable[[], int],
+    ) -> None:
+        """Read the manager's state at each scrape."""
+        self.manager_healthy.set_function(lambda: float(healthy()))
+        self.manager_ready.set_function(lambda: float(ready()))
+        self.manager_informers.set_function(lambda: float(informers()))
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition (content type `CONTENT_TYPE`)."""
+        return generate_latest(self.registry)
+
+
+class ControllerMetrics:
+    """Series of one controller, pre-initialised as controller-runtime does."""
+
+    def __init__(self, metrics: OperatorMetrics, name: str, workers: int) -> None:
+        self.name = name
+        self._metrics = metrics
+        for result in RECONCILE_RESULTS:
+            metrics.reconcile_total.labels(controller=name, result=result).inc(0)
+        self._totals = {
+            result: metrics.reconcile_total.labels(controller=name, result=result)
+            for result in RECONCILE_RESULTS
+        }
+        self._errors = metrics.reconcile_errors.labels(controller=name)
+        self._terminal = metrics.terminal_errors.labels(controller=name)
+        self._timeouts = metrics.reconcile_timeouts.labels(controller=name)
+        self._time = metrics.reconcile_time.labels(controller=name)
+        self._active = metrics.active_workers.labels(controller=name)
+        for child in (self._errors, self._terminal, self._timeouts):
+            child.inc(0)
+        self._active.set(0)
+        metrics.max_concurrent.labels(controller=name).set(workers)
+        self.queue = QueueMetricsRecorder(metrics, name)
+
+    def reconciled(self, result: str, seconds: float, *, terminal: bool = False) -> None:
+        """Count one pass: `result` is success, error, requeue or requeue_after."""
+        if result not in self._totals:
+            raise ValueError(f"Unknown reconcile result {result!r}")
+        self._time.observe(seconds)
+        self._totals[result].inc()
+        if result == "error":
+            self._errors.inc()
+            if terminal:
+                self._terminal.inc()
+
+    def timed_out(self) -> None:
+        self._timeouts.inc()
+
+    def worker_started(self) -> None:
+        self._active.inc()
+
+    def worker_finished(self) -> None:
+        self._active.dec()
+
+    def bind(
+        self,
+        *,
+        ready: Callable[[], bool],
+        unfinished: Callable[[], float],
+        longest: Callable[[], float],
+    ) -> None:
+        """Read the controller's live state at each scrape (typically from its WorkQueue)."""
+        m, name = self._metrics, self.name
+        m.controller_ready.labels(controller=name).set_function(lambda: float(ready()))
+        m.unfinished_work.labels(name=name, controller=name).set_function(unfinished)
+        m.longest_running.labels(name=name, controller=name).set_function(longest)
+
+
+class QueueMetricsRecorder:
+    """`QueueMetrics` hooks for a WorkQueue, labelled name=controller=<controller name>."""
+
+    def __init__(self, metrics: OperatorMetrics, name: str) -> None:
+        labels = {"name": name, "controller": name}
+        self._depth = metrics.queue_depth.labels(priority="", **labels)
+        self._adds = metrics.queue_adds.labels(**labels)
+        self._retries = metrics.queue_retries.labels(**labels)
+        self._queued = metrics.queue_duration.labels(**labels)
+        self._worked = metrics.work_duration.labels(**labels)
+        self._delayed = metrics.delayed_keys.labels(controller=name)
+        self._depth.set(0)
+        self._delayed.set(0)
+        self._adds.inc(0)
+        self._retries.inc(0)
+        metrics.unfinished_work.labels(**labels).set(0)
+        metrics.longest_running.labels(**labels).set(0)
+
+    def added(self) -> None:
+        self._adds.inc()
+
+    def retried(self) -> None:
+        self._retries.inc()
+
+    def sizes(self, depth: int, delayed: int) -> None:
+        self._depth.set(depth)
+        self._delayed.set(delayed)
+
+    def queued_for(self, seconds: float) -> None:
+        self._queued.observe(seconds)
+
+    def worked_for(self, seconds: float) -> None:
+        self._worked.observe(seconds)
+
+
+class WebhookMetrics:
+    """Latency, status codes and in-flight count of one admission route."""
+
+    def __init__(self, metrics: OperatorMetrics, path: str) -> None:
+        self._path = path
+        self._requests = metrics.webhook_requests
+        self._latency = metrics.webhook_latency.labels(webhook=path)
+        self._in_flight = metrics.webhook_in_flight.labels(webhook=path)
+        self._in_flight.set(0)
+
+    def started(self) -> None:
+        self._in_flight.inc()
+
+    def finished(self, code: int, seconds: float) -> None:
+        self._in_flight.dec()
+        self._latency.observe(seconds)
+        self._requests.labels(webhook=self._path, code=str(code)).inc()
