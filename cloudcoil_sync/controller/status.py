@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from cloudcoil.apimachinery import Condition, Time
 from cloudcoil.pydantic import BaseModel
 from cloudcoil.resources import Resource
 from pydantic import BaseModel as PydanticModel
 from pydantic import Field, TypeAdapter
+
+from cloudcoil_sync.crd import ListType
 
 __all__ = ["ReconcileStatus", "get_condition", "set_condition", "update_status"]
 
@@ -21,7 +23,9 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 class ReconcileStatus(BaseModel):
     """Base for custom-resource status models that want `Ready` and stage conditions reported."""
 
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: Annotated[list[Condition], ListType("map", keys=("type",))] = Field(
+        default_factory=list
+    )
     observed_generation: int | None = Field(default=None, alias="observedGeneration")
 
 

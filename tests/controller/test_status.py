@@ -138,3 +138,13 @@ def test_get_condition_returns_a_copy() -> None:
 def test_set_condition_validation(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         set_condition(widget(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_conditions_are_a_list_map_keyed_by_type_in_the_crd_schema() -> None:
+    from cloudcoil_sync.crd import CRD
+
+    schema = CRD(Widget, plural="widgets").manifest()["spec"]["versions"][0]["schema"]
+    conditions = schema["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert conditions["type"] == "array"
