@@ -1,5 +1,7 @@
 """Controllers: definitions (`Controller`, stages, cases) and the threaded runtime."""
 
+from cloudcoil_sync.controller.metrics import ControllerStatus
+from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
 from cloudcoil_sync.controller.status import (
     ReconcileStatus,
     get_condition,
@@ -9,11 +11,14 @@ from cloudcoil_sync.controller.status import (
 from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
 
 __all__ = [
+    "ControllerStatus",
+    "QueueClosed",
     "ReconcileStatus",
     "ResourceKey",
     "Result",
     "TerminalError",
     "Wait",
+    "WorkQueue",
     "get_condition",
     "set_condition",
     "update_status",
