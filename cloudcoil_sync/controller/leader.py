@@ -1,21 +1,78 @@
-"""Leader election on a coordination.k8s.io/v1 Lease (settings; runtime follows)."""
+"""Leader election on a coordination.k8s.io/v1 Lease.
+
+One lease thread per elector acquires and renews the Lease. Safety rests on three rules,
+as in client-go: a candidate takes a held Lease only after the holder's record stayed unchanged
+for its ``leaseDurationSeconds`` on the candidate's own monotonic clock (remote timestamps are
+never trusted); the leader stops its work once ``renew_deadline`` (< lease duration) has passed
+since the *start* of its last successful write; and the Lease is released only after the leader
+work has stopped. Writes are optimistic (PUT with the read resourceVersion), so two candidates
+can never both win one round.
+
+This is coordination, not fencing: leader work must stop promptly when asked (within
+``lease_duration - renew_deadline`` of the deadline) and stay idempotent.
+"""
 
 from __future__ import annotations
 
+import copy
+import json
+import logging
 import math
+import random
 import re
 import socket
-from typing import Any
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Protocol
 from uuid import uuid4
 
-__all__ = ["LeaderElection", "LeadershipLost"]
+from prometheus_client import CollectorRegistry, Gauge
+
+from cloudcoil_sync.client.errors import (
+    AlreadyExists,
+    APIError,
+    ClientError,
+    Conflict,
+    NotFound,
+)
+
+__all__ = ["LeaderElection", "LeadershipLost", "LeaseAPI", "LeaseObserver"]
+
+logger = logging.getLogger(__name__)
 
 _LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
 _INT32_MAX = 2**31 - 1
+_RECORD_FIELDS = (
+    "holderIdentity",
+    "leaseDurationSeconds",
+    "acquireTime",
+    "renewTime",
+    "leaseTransitions",
+)
+# How often a waiting owner re-checks an external stop event it cannot be woken by.
+_TICK = 0.05
+# Warn this often while waiting for leader work that does not stop.
+_JOIN_WARN_SECONDS = 10.0
 
 
 class LeadershipLost(Exception):
     """The leader can no longer prove it holds the Lease; its leader work was stopped."""
+
+
+class LeaseAPI(Protocol):
+    """The three Lease calls the elector makes; each must give up after ``timeout`` seconds."""
+
+    def get(self, timeout: float) -> dict[str, Any] | None:
+        """The Lease as JSON, or None when it does not exist."""
+
+    def create(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """POST; AlreadyExists/Conflict when another candidate was faster."""
+
+    def replace(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """PUT with ``metadata.resourceVersion`` as optimistic lock; Conflict when stale."""
 
 
 def _dns_name(value: Any, *, label: bool) -> str:
@@ -38,12 +95,119 @@ def _seconds(value: Any) -> float:
     return float(value)
 
 
+def _micro_time() -> str:
+    """A Kubernetes MicroTime: always six fractional digits, UTC."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _spec(lease: Mapping[str, Any]) -> dict[str, Any]:
+    spec = lease.get("spec")
+    return dict(spec) if isinstance(spec, Mapping) else {}
+
+
+def _uid(lease: Mapping[str, Any]) -> str | None:
+    metadata = lease.get("metadata")
+    return metadata.get("uid") if isinstance(metadata, Mapping) else None
+
+
+def _holder(lease: Mapping[str, Any]) -> str:
+    return str(_spec(lease).get("holderIdentity") or "")
+
+
+def _is_fatal(error: BaseException) -> bool:
+    """4xx answers other than 404/408/409/429 mean a setup error retrying cannot fix."""
+    if isinstance(error, APIError):
+        return 400 <= error.status_code < 500 and error.status_code not in (404, 408, 409, 429)
+    return not isinstance(error, ClientError)
+
+
+class LeaseObserver:
+    """What a candidate has seen of the Lease, timed on its own monotonic clock.
+
+    Pure bookkeeping (no I/O, the caller passes ``now``), so the takeover rule can be tested
+    without HTTP: a held record may be taken once it stayed unchanged for its
+    ``leaseDurationSeconds``; a released record (empty holder) at once; an absent Lease at once,
+    unless this candidate saw it held: then only after the absence itself lasted that holder's
+    duration (the deleted holder may still be working until its renew deadline).
+    """
+
+    def __init__(self) -> None:
+        self._record: str | None = None
+        self._since = 0.0
+        self._absent_since: float | None = None
+        self._holder_duration: float | None = None
+
+    def observe(self, lease: Mapping[str, Any] | None, now: float, *, fallback: float) -> None:
+        """Record a GET answer (None = 404). ``fallback`` replaces an invalid duration."""
+        if lease is None:
+            if self._absent_since is None:
+                self._absent_since = now
+            self._record = None
+            return
+        self._absent_since = None
+        spec = _spec(lease)
+        record = json.dumps(
+            {"uid": _uid(lease), **{key: spec.get(key) for key in _RECORD_FIELDS}},
+            sort_keys=True,
+            default=str,
+        )
+        if record != self._record:
+            self._record, self._since = record, now
+        self._holder_duration = self.duration(lease, fallback) if _holder(lease) else None
+
+    @staticmethod
+    def duration(lease: Mapping[str, Any], fallback: float) -> float:
+        value = _spec(lease).get("leaseDurationSeconds")
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            # Never shorter than our own setting: an odd record must not speed up takeover.
+            return fallback
+        return float(value)
+
+    def wait_before_acquire(
+        self, lease: Mapping[str, Any] | None, identity: str, now: float, *, fallback: float
+    ) -> float:
+        """Seconds ``identity`` must still wait before taking the Lease (0 = may take now)."""
+        if lease is None:
+            if self._holder_duration is None or self._absent_since is None:
+                return 0.0
+            return max(0.0, self._absent_since + self._holder_duration - now)
+        holder = _holder(lease)
+        if not holder or holder == identity:
+            return 0.0
+        return max(0.0, self._since + self.duration(lease, fallback) - now)
+
+
+_GAUGES: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDictionary()
+_GAUGES_LOCK = threading.Lock()
+
+
+def _master_status_gauge(registry: CollectorRegistry) -> Gauge:
+    with _GAUGES_LOCK:
+        gauge = _GAUGES.get(registry)
+        if gauge is None:
+            gauge = Gauge(
+                "leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, "
+                "0 indicates backup, 1 indicates master. 'name' is the string used to "
+                "identify the lease.",
+                ["name"],
+                registry=registry,
+            )
+            _GAUGES[registry] = gauge
+        return gauge
+
+
 class LeaderElection:
     """Elect one active replica through a coordination.k8s.io/v1 Lease.
 
     Defaults follow client-go/controller-runtime: 15 s lease, 10 s renew deadline, 2 s retry.
     ``lease_duration`` may be a float (short values are for tests); the Lease records it
     rounded up to whole seconds, which only makes standbys wait longer.
+
+    Owners either call :meth:`run` with the leader work, or drive the parts themselves:
+    :meth:`start`, :meth:`wait_leader`, watch :attr:`lost` / :attr:`deadline`, stop their work,
+    then :meth:`stop` (which releases the Lease). An instance elects once: after leadership is
+    lost it does not try again (build a new one, or let the process restart).
     """
 
     def __init__(
@@ -76,6 +240,26 @@ class LeaderElection:
         self.renew_deadline = renew
         self.retry_period = retry
         self.config = config
+        #: Set once this elector holds the Lease (stays set; see :attr:`is_leader`).
+        self.leading = threading.Event()
+        #: Set when leadership is lost (deadline, holder/UID change, deletion, fatal error).
+        self.lost = threading.Event()
+        self.acquisitions = 0
+        self.renewal_failures = 0
+        self._clock: Callable[[], float] = time.monotonic
+        self._cond = threading.Condition()
+        self._state = "idle"  # idle -> acquiring -> leading -> lost; any -> stopped
+        self._renewed_at = -math.inf
+        self._lease: dict[str, Any] | None = None
+        self._held = False
+        self._reason = ""
+        self._failure: BaseException | None = None
+        self._observer = LeaseObserver()
+        self._stop_requested = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lease_api: LeaseAPI | None = None
+
+    # -- settings-derived values -------------------------------------------------------------
 
     @property
     def lease_duration_seconds(self) -> int:
@@ -86,3 +270,454 @@ class LeaderElection:
     def http_timeout(self) -> float:
         """Per-request timeout, as controller-runtime: max(1 s, renew_deadline / 2)."""
         return max(1.0, self.renew_deadline / 2)
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        """Holding the Lease and within the renew deadline (local monotonic clock)."""
+        with self._cond:
+            return self._state == "leading" and self._clock() < self._deadline_locked()
+
+    @property
+    def deadline(self) -> float | None:
+        """Monotonic time leadership ends unless renewed before; None when not leading."""
+        with self._cond:
+            return self._deadline_locked() if self._state == "leading" else None
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The fatal error (e.g. 403 Forbidden) that ended the election, if any."""
+        return self._failure
+
+    def bind_metrics(self, registry: CollectorRegistry) -> None:
+        """Export ``leader_election_master_status{name}`` (1 while leader) in ``registry``."""
+        gauge = _master_status_gauge(registry)
+        gauge.labels(name=self.name).set_function(lambda: 1.0 if self.is_leader else 0.0)
+
+    def _deadline_locked(self) -> float:
+        return self._renewed_at + self.renew_deadline
+
+    def _lose_locked(self, reason: str) -> None:
+        if self._state == "leading":
+            self._state = "lost"
+            self._reason = reason
+            logger.warning("Lost leadership of Lease %s: %s", self.name, reason)
+            self.lost.set()
+            self._cond.notify_all()
+
+    def _check_deadline(self) -> bool:
+        """Mark the loss once the renew deadline passed; True while still leading."""
+        with self._cond:
+            if self._state == "leading" and self._clock() >= self._deadline_locked():
+                self._lose_locked(
+                    f"no successful renewal within the {self.renew_deadline:g} s renew deadline"
+                )
+            return self._state == "leading"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, config: Any = None) -> None:
+        """Start the lease thread (once). ``config`` defaults to the constructor's."""
+        with self._cond:
+            if self._state != "idle":
+                raise RuntimeError("LeaderElection instances can only run once")
+            if self._lease_api is None:
+                self._lease_api = self._client_api(config if config is not None else self.config)
+            self._state = "acquiring"
+            self._thread = threading.Thread(
+                target=self._main, name=f"cloudcoil-lease-{self.name}", daemon=True
+            )
+        self._thread.start()
+
+    def wait_leader(self, timeout: float | None = None) -> bool:
+        """Block until leading (True), or until ``timeout``/stop/loss (False).
+
+        Raises the fatal error (e.g. 403 Forbidden) if the election failed.
+        """
+        end = None if timeout is None else self._clock() + timeout
+        with self._cond:
+            while True:
+                if self._failure is not None:
+                    raise self._failure
+                if self._state == "leading":
+                    return True
+                if self._state in ("lost", "stopped", "idle"):
+                    return False
+                remaining = None if end is None else end - self._clock()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """The leader work has stopped: release the Lease if still ours, join the lease thread.
+
+        Call this only once the work guarded by the election is over (:meth:`run` does).
+        """
+        self._stop_requested.set()
+        with self._cond:
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            wait = timeout if timeout is not None else 3 * self.http_timeout + 1
+            thread.join(wait)
+            if thread.is_alive():
+                logger.warning("Lease thread for %s did not stop within %.1f s", self.name, wait)
+        with self._cond:
+            if self._state != "lost":
+                self._state = "stopped"
+            self._cond.notify_all()
+
+    def run(
+        self,
+        leader_work: Callable[[threading.Event], None],
+        *,
+        stop: threading.Event | None = None,
+        config: Any = None,
+        join_timeout: float | None = None,
+    ) -> None:
+        """Elect, run ``leader_work(stop_event)`` on a worker thread while leading, release.
+
+        Returns when ``stop`` is set (after a graceful drain: renewals continue until the work
+        returns) or when the work returns by itself. On loss the work's event is set at once,
+        the work is joined, the Lease released if still ours, then :class:`LeadershipLost` is
+        raised. A fatal API error (403...) is raised as is; so is an exception from the work.
+        If the work does not return within ``join_timeout`` the Lease is not released (it
+        expires) and RuntimeError is raised.
+        """
+        if self._thread is None:
+            self.start(config)
+        outcome = "stopped"
+        errors: list[BaseException] = []
+        released = False
+        try:
+            if not self._await_leadership(stop):
+                return
+            work_stop = threading.Event()
+            done = threading.Event()
+            worker = threading.Thread(
+                target=self._work,
+                args=(leader_work, work_stop, done, errors),
+                name=f"cloudcoil-leader-work-{self.name}",
+                daemon=True,
+            )
+            worker.start()
+            outcome = self._supervise(stop, done)
+            work_stop.set()
+            if not self._join_work(worker, join_timeout):
+                raise RuntimeError(
+                    f"Leader work for Lease {self.name} did not stop within {join_timeout:g} s; "
+                    "the Lease was not released and will expire"
+                )
+            released = True
+        finally:
+            if released or not self.leading.is_set():
+                self.stop()
+            else:
+                self._stop_without_release()
+        if self._failure is not None:
+            raise self._failure
+        if errors:
+            raise errors[0]
+        if outcome == "lost":
+            raise LeadershipLost(f"Lost leadership of Lease {self.name}: {self._reason}")
+
+    # -- run() helpers -----------------------------------------------------------------------
+
+    def _await_leadership(self, stop: threading.Event | None) -> bool:
+        while not (stop is not None and stop.is_set()):
+            if self.wait_leader(_TICK if stop is not None else None):
+                return True
+            with self._cond:
+                if self._state != "acquiring":
+                    return False
+        return False
+
+    def _work(
+        self,
+        leader_work: Callable[[threading.Event], None],
+        work_stop: threading.Event,
+        done: threading.Event,
+        errors: list[BaseException],
+    ) -> None:
+        try:
+            leader_work(work_stop)
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            done.set()
+            with self._cond:
+                self._cond.notify_all()
+
+    def _supervise(self, stop: threading.Event | None, done: threading.Event) -> str:
+        """Wait for loss (own deadline clock, not the lease thread's), stop or work end."""
+        with self._cond:
+            while True:
+                if self._state != "leading":
+                    return "lost"
+                remaining = self._deadline_locked() - self._clock()
+                if remaining <= 0:
+                    self._lose_locked(
+                        f"no successful renewal within the {self.renew_deadline:g} s renew deadline"
+                    )
+                    return "lost"
+                if done.is_set():
+                    return "finished"
+                if stop is not None and stop.is_set():
+                    return "stopped"
+                self._cond.wait(min(remaining, _TICK) if stop is not None else remaining)
+
+    def _join_work(self, worker: threading.Thread, join_timeout: float | None) -> bool:
+        end = None if join_timeout is None else self._clock() + join_timeout
+        while True:
+            step = _JOIN_WARN_SECONDS
+            if end is not None:
+                step = min(step, end - self._clock())
+            worker.join(max(0.0, step))
+            if not worker.is_alive():
+                return True
+            if end is not None and self._clock() >= end:
+                return False
+            logger.warning("Waiting for leader work of Lease %s to stop", self.name)
+
+    def _stop_without_release(self) -> None:
+        with self._cond:
+            self._held = False  # the lease thread must not release under running work
+        self.stop()
+
+    # -- lease thread ------------------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            if self._acquire_loop():
+                self._renew_loop()
+            self._stop_requested.wait()
+        except BaseException as error:
+            with self._cond:
+                self._failure = error
+                if self._state == "leading":
+                    self._lose_locked(f"fatal error: {error}")
+                self._cond.notify_all()
+            logger.error("Leader election for Lease %s failed: %s", self.name, error)
+            self._stop_requested.wait()
+        finally:
+            with self._cond:
+                release = self._held
+            if release:
+                self._release()
+
+    def _acquire_loop(self) -> bool:
+        while not self._stop_requested.is_set():
+            started = self._clock()
+            try:
+                lease = self._try_acquire()
+            except ClientError as error:
+                if _is_fatal(error):
+                    raise
+                logger.info("Lease %s acquire attempt failed: %s", self.name, error)
+                lease = None
+            if lease is not None:
+                return self._become_leader(lease, started)
+            self._stop_requested.wait(self.retry_period * random.uniform(0.9, 1.1))
+        return False
+
+    def _become_leader(self, lease: dict[str, Any], started: float) -> bool:
+        with self._cond:
+            if self._state != "acquiring":
+                return False
+            self._lease, self._held = lease, True
+            # The attempt's start, not its end: the conservative local deadline.
+            self._renewed_at = started
+            self._state = "leading"
+            self.acquisitions += 1
+            self.leading.set()
+            self._cond.notify_all()
+        logger.info("Acquired Lease %s as %s", self.name, self.identity)
+        return True
+
+    def _try_acquire(self) -> dict[str, Any] | None:
+        """One GET and, when allowed, one create or optimistic PUT; the new Lease or None."""
+        api = self._api()
+        current = api.get(self.http_timeout)
+        now = self._clock()
+        fallback = float(self.lease_duration_seconds)
+        self._observer.observe(current, now, fallback=fallback)
+        if self._observer.wait_before_acquire(current, self.identity, now, fallback=fallback):
+            return None
+        stamp = _micro_time()
+        try:
+            if current is None:
+                namespace = self._namespace()
+                return api.create(
+                    {
+                        "apiVersion": "coordination.k8s.io/v1",
+                        "kind": "Lease",
+                        "metadata": {"name": self.name, "namespace": namespace},
+                        "spec": {
+                            "holderIdentity": self.identity,
+                            "leaseDurationSeconds": self.lease_duration_seconds,
+                            "acquireTime": stamp,
+                            "renewTime": stamp,
+                            "leaseTransitions": 0,
+                        },
+                    },
+                    self.http_timeout,
+                )
+            body = copy.deepcopy(current)
+            spec = _spec(current)
+            if _holder(current) != self.identity:
+                spec["acquireTime"] = stamp
+                spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+            spec.update(
+                holderIdentity=self.identity,
+                leaseDurationSeconds=self.lease_duration_seconds,
+                renewTime=stamp,
+            )
+            body["spec"] = spec
+            return api.replace(body, self.http_timeout)
+        except (AlreadyExists, Conflict, NotFound) as error:
+            logger.debug("Lost the race for Lease %s: %s", self.name, error)
+            return None
+
+    def _renew_loop(self) -> None:
+        last_attempt = self._clock()
+        while True:
+            with self._cond:
+                if self._state != "leading":
+                    return
+                wake = min(last_attempt + self.retry_period, self._deadline_locked())
+            if self._stop_requested.wait(max(0.0, wake - self._clock())):
+                return
+            if not self._check_deadline():
+                return
+            last_attempt = self._clock()
+            try:
+                self._try_renew(last_attempt)
+            except ClientError as error:
+                if _is_fatal(error):
+                    raise
+                self.renewal_failures += 1
+                logger.info("Lease %s renewal failed: %s", self.name, error)
+
+    def _try_renew(self, started: float) -> None:
+        """Optimistic PUT of our last record; on 409 re-read once and decide."""
+        api = self._api()
+        for _ in range(2):
+            with self._cond:
+                if self._state != "leading":
+                    return
+                timeout = min(self.http_timeout, self._deadline_locked() - self._clock())
+                body = copy.deepcopy(self._lease or {})
+            if timeout <= 0:
+                self._check_deadline()
+                return
+            spec = _spec(body)
+            spec.update(
+                holderIdentity=self.identity,
+                leaseDurationSeconds=self.lease_duration_seconds,
+                renewTime=_micro_time(),
+            )
+            body["spec"] = spec
+            try:
+                renewed = api.replace(body, timeout)
+            except NotFound:
+                with self._cond:
+                    self._lose_locked("the Lease was deleted")
+                return
+            except Conflict:
+                if not self._reread(api):
+                    return
+                continue
+            with self._cond:
+                if self._state == "leading" and started < self._deadline_locked():
+                    self._lease = renewed
+                    self._renewed_at = max(self._renewed_at, started)
+                    self._cond.notify_all()
+            return
+        self.renewal_failures += 1
+
+    def _reread(self, api: LeaseAPI) -> bool:
+        """After a 409: True if the Lease is still ours (fresh resourceVersion stored)."""
+        with self._cond:
+            timeout = min(self.http_timeout, self._deadline_locked() - self._clock())
+            ours = self._lease or {}
+        if timeout <= 0:
+            self._check_deadline()
+            return False
+        current = api.get(timeout)
+        with self._cond:
+            if current is None:
+                self._lose_locked("the Lease was deleted")
+                return False
+            if _holder(current) != self.identity:
+                self._lose_locked(f"the Lease is now held by {_holder(current) or 'nobody'!r}")
+                return False
+            if _uid(current) != _uid(ours):
+                self._lose_locked("the Lease was deleted and re-created")
+                return False
+            self._lease = current
+            return True
+
+    def _release(self) -> None:
+        """Hand the Lease back (holder "", duration 1 s) if it is still ours; best effort."""
+        with self._cond:
+            ours = self._lease or {}
+        try:
+            api = self._api()
+            for _ in range(2):
+                current = api.get(self.http_timeout)
+                if current is None or _holder(current) != self.identity:
+                    return
+                if _uid(current) != _uid(ours):
+                    return
+                body = copy.deepcopy(current)
+                spec = _spec(current)
+                spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time())
+                body["spec"] = spec
+                try:
+                    api.replace(body, self.http_timeout)
+                except Conflict:
+                    continue
+                logger.info("Released Lease %s", self.name)
+                return
+        except ClientError as error:
+            logger.warning("Could not release Lease %s; it will expire: %s", self.name, error)
+
+    # -- API access --------------------------------------------------------------------------
+
+    def _api(self) -> LeaseAPI:
+        if self._lease_api is None:
+            raise RuntimeError("LeaderElection is not started")
+        return self._lease_api
+
+    def _namespace(self) -> str:
+        if self.namespace is not None:
+            return self.namespace
+        namespace = getattr(self.config, "namespace", None) or "default"
+        return _dns_name(namespace, label=True)
+
+    def _client_api(self, config: Any) -> LeaseAPI:
+        if config is None:
+            raise ValueError("LeaderElection needs a Config: pass config= to it or to start()")
+        self.config = config
+        return _ClientLeaseAPI(config, self._namespace(), self.name)
+
+
+class _ClientLeaseAPI:
+    """LeaseAPI over ``cloudcoil_sync.client`` (raw JSON, no client-side retries)."""
+
+    def __init__(self, config: Any, namespace: str, name: str) -> None:
+        self._client = config.client(("coordination.k8s.io", "v1", "leases"), namespace=namespace)
+        self._name = name
+
+    def get(self, timeout: float) -> dict[str, Any] | None:
+        try:
+            return dict(self._client.get(self._name, timeout=timeout))
+        except NotFound:
+            return None
+
+    def create(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return dict(self._client.create(body, timeout=timeout))
+
+    def replace(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return dict(self._client.replace(body, timeout=timeout))
