@@ -90,8 +90,9 @@ class IdentityTable:
     def __init__(self) -> None:
         self._known: dict[tuple[str, str], ApiIdentity] = {}
 
-    def declare(self, resource: type[Any], identity: ApiIdentity) -> None:
-        group, kind = key = _kind_key(resource)
+    def declare(self, resource: type[Any] | tuple[str, str], identity: ApiIdentity) -> None:
+        """Record ``identity`` for a model class or a (group, kind) pair."""
+        group, kind = key = resource if isinstance(resource, tuple) else _kind_key(resource)
         previous = self._known.get(key)
         if previous is not None and (previous.plural, previous.scope) != (
             identity.plural,
@@ -101,11 +102,11 @@ class IdentityTable:
         status = identity.status or bool(previous and previous.status)
         self._known[key] = ApiIdentity(identity.group, identity.plural, identity.scope, status)
 
-    def declare_crd(self, resource: type[Any], manifest: Mapping[str, Any]) -> None:
+    def declare_crd(self, manifest: Mapping[str, Any]) -> None:
         spec = manifest["spec"]
         status = any("status" in (v.get("subresources") or {}) for v in spec["versions"])
         identity = ApiIdentity(spec["group"], spec["names"]["plural"], spec["scope"], status)
-        self.declare(resource, identity)
+        self.declare((spec["group"], spec["names"]["kind"]), identity)
 
     def declare_rule(self, rule: RuleAccess) -> None:
         """Take plural/scope from an RBACRule: both, or one completing a known kind."""
@@ -286,8 +287,8 @@ def infer_permissions(
     ``lease`` is the leader-election (name, namespace or None) if election is configured.
     """
     table = IdentityTable()
-    for resource, manifest in crds:
-        table.declare_crd(resource, manifest)
+    for _, manifest in crds:
+        table.declare_crd(manifest)
     accesses = [RuleAccess.of(rule) for rule in rules]
     for access in accesses:
         table.declare_rule(access)

@@ -223,7 +223,7 @@ def test_custom_resource_metadata_and_crd_manifests_supply_identity() -> None:
         "spec": {
             "group": "example.com",
             "scope": "Namespaced",
-            "names": {"plural": "gadgets"},
+            "names": {"plural": "gadgets", "kind": "Gadget"},
             "versions": [{"name": "v1", "subresources": {"status": {}}}],
         }
     }

@@ -1,0 +1,297 @@
+"""Offline manifests: CRDs, ServiceAccount, RBAC, Service, Deployment, webhook registrations.
+
+``build_manifests(app, ...)`` returns plain dicts in install order (the reference's order and
+shape, plus the Deployment's liveness probe, health-server probes and secure defaults). It
+reads no kubeconfig, certificate or key file and opens no connection; only certificate blocks
+of the CA bundle reach the output, so private keys never appear.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from .rbac import ControllerAccess, check_label, infer_permissions
+
+__all__ = ["Definition", "assemble", "build_manifests", "certificates_only", "describe"]
+
+NAME_LABEL = "app.kubernetes.io/name"
+TLS_MOUNT = "webhook-tls"
+_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.S)
+
+
+@dataclass
+class Definition:
+    """The parts of an Application that manifests depend on (see :func:`describe`).
+
+    ``crds`` pairs each CRD's model with its manifest; ``lease`` is (name, namespace or None);
+    ``webhook`` is a ``WebhookServer`` and ``routes`` its admission routes; ``health`` a
+    ``HealthServer``. ``selector_namespaces`` maps a primary (group, version, kind) to the
+    namespaces its controllers watch (None: all), for default webhook namespace selectors.
+    """
+
+    name: str
+    namespace: str
+    controllers: list[ControllerAccess] = field(default_factory=list)
+    crds: list[tuple[type[Any], dict[str, Any]]] = field(default_factory=list)
+    rules: Sequence[Any] = ()
+    lease: tuple[str, str | None] | None = None
+    webhook: Any = None
+    routes: Sequence[Any] = ()
+    health: Any = None
+    selector_namespaces: dict[tuple[str, str, str], list[str | None]] = field(default_factory=dict)
+
+
+def certificates_only(bundle: bytes) -> bytes:
+    """The PEM certificate blocks of ``bundle``; anything else (keys!) is dropped."""
+    blocks = _CERTIFICATE.findall(bundle or b"")
+    return b"".join(block.replace(b"\r\n", b"\n") + b"\n" for block in blocks)
+
+
+def _check_options(image: Any, command: Any, replicas: Any) -> None:
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ValueError("replicas must be a positive integer")
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        raise ValueError("image must be nonempty")
+    if command is not None and (
+        isinstance(command, str | bytes)
+        or not command
+        or any(not isinstance(arg, str) or not arg for arg in command)
+    ):
+        raise ValueError("command must be a nonempty sequence of arguments")
+    if image is None and command is not None:
+        raise ValueError("command requires image")
+
+
+def assemble(
+    definition: Definition,
+    *,
+    image: str | None = None,
+    command: Sequence[str] | None = None,
+    replicas: int = 1,
+    include_webhooks: bool = True,
+    ca_bundle: bytes | None = None,
+) -> list[dict[str, Any]]:
+    """Manifests of a described definition, in install order."""
+    name = check_label(definition.name, "Application name")
+    namespace = check_label(definition.namespace, "Application namespace")
+    crd_names = [manifest["metadata"]["name"] for _, manifest in definition.crds]
+    if len(set(crd_names)) != len(crd_names):
+        raise ValueError(
+            "CRDs must have distinct metadata.name values; multi-version CRDs are not supported"
+        )
+    _check_options(image, command, replicas)
+    webhook = definition.webhook if include_webhooks else None
+    if image is not None and definition.webhook is not None and not include_webhooks:
+        raise ValueError("A Deployment for this operator requires its webhook TLS configuration")
+
+    permissions = infer_permissions(
+        namespace=namespace,
+        controllers=definition.controllers,
+        rules=definition.rules,
+        crds=definition.crds,
+        lease=definition.lease,
+    )
+    documents = [manifest for _, manifest in sorted(definition.crds, key=_crd_name)]
+    documents.append(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace)}
+    )
+    documents.extend(permissions.documents(name=name, namespace=namespace))
+    if webhook is not None:
+        check_label(webhook.tls_secret, "TLS Secret name")
+        documents.append(service(name, namespace, webhook.service_port))
+    if image is not None:
+        documents.append(
+            deployment(
+                name,
+                namespace,
+                image=image,
+                command=command,
+                replicas=replicas,
+                webhook=webhook,
+                health=definition.health,
+            )
+        )
+    if webhook is not None:
+        documents.extend(_webhook_configurations(definition, webhook, ca_bundle))
+    return documents
+
+
+def _crd_name(item: tuple[type[Any], dict[str, Any]]) -> str:
+    return str(item[1]["metadata"]["name"])
+
+
+def _meta(name: str, namespace: str) -> dict[str, str]:
+    return {"name": name, "namespace": namespace}
+
+
+def service(name: str, namespace: str, port: int) -> dict[str, Any]:
+    """The Service that fronts the webhook port of every replica."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(name, namespace),
+        "spec": {
+            "selector": {NAME_LABEL: name},
+            "ports": [{"name": "webhook", "port": port, "targetPort": "webhook"}],
+        },
+    }
+
+
+def _reachable(host: str, what: str) -> None:
+    # The kubelet probes and the Service connect to the Pod IP, never to its loopback.
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        raise ValueError(
+            f"The Deployment cannot reach {what} bound to {host}; "
+            f'bind it to all interfaces (host="0.0.0.0") for in-cluster use'
+        )
+
+
+def _probes(port: str, scheme: str) -> dict[str, Any]:
+    return {
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": port, "scheme": scheme}},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": port, "scheme": scheme}},
+    }
+
+
+def _tls_volume(webhook: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    cert, key = PurePosixPath(webhook.certfile), PurePosixPath(webhook.keyfile)
+    if (
+        not cert.is_absolute()
+        or not key.is_absolute()
+        or cert.parent != key.parent
+        or cert == key
+        or cert.parent == PurePosixPath("/")
+        or ".." in cert.parts
+        or ".." in key.parts
+    ):
+        raise ValueError(
+            "Deployment TLS files must be distinct absolute paths in the same non-root directory"
+        )
+    mount = {"name": TLS_MOUNT, "mountPath": str(cert.parent), "readOnly": True}
+    volume = {
+        "name": TLS_MOUNT,
+        "secret": {
+            "secretName": webhook.tls_secret,
+            "items": [{"key": "tls.crt", "path": cert.name}, {"key": "tls.key", "path": key.name}],
+        },
+    }
+    return mount, volume
+
+
+def deployment(
+    name: str,
+    namespace: str,
+    *,
+    image: str,
+    command: Sequence[str] | None,
+    replicas: int,
+    webhook: Any,
+    health: Any,
+) -> dict[str, Any]:
+    """The operator Deployment: one ``operator`` container running ``run``."""
+    container: dict[str, Any] = {
+        "name": "operator",
+        "image": image,
+        "args": ["run"],
+        "env": [
+            {
+                "name": "CLOUDCOIL_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            }
+        ],
+    }
+    if command is not None:
+        container["command"] = list(command)
+    # A read-only root filesystem still needs a writable /tmp (tempfile, libraries).
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    if webhook is not None:
+        _reachable(webhook.host, "the webhook server")
+        mount, volume = _tls_volume(webhook)
+        container["ports"] = [{"name": "webhook", "containerPort": webhook.port}]
+        container.update(_probes("webhook", "HTTPS"))
+        mounts.insert(0, mount)
+        volumes.insert(0, volume)
+    elif health is not None:
+        _reachable(health.host, "the health server")
+        if not health.port:
+            raise ValueError("A Deployment needs a fixed HealthServer port (not 0) for its probes")
+        container["ports"] = [{"name": "health", "containerPort": health.port}]
+        container.update(_probes("health", "HTTP"))
+    container["volumeMounts"] = mounts
+    container["securityContext"] = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    labels = {NAME_LABEL: name}
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": name,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(name, namespace),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+        },
+    }
+
+
+def _webhook_configurations(
+    definition: Definition, webhook: Any, ca_bundle: bytes | None
+) -> list[dict[str, Any]]:
+    from cloudcoil_sync.admission.routes import webhook_configurations
+
+    bundle = certificates_only(webhook.ca_bundle if ca_bundle is None else ca_bundle)
+    return webhook_configurations(
+        definition.routes,
+        name=f"{definition.name}.{definition.namespace}.cloudcoil.io",
+        service_name=definition.name,
+        service_namespace=definition.namespace,
+        ca_bundle=bundle,
+        service_port=webhook.service_port,
+        controller_namespaces=definition.selector_namespaces,
+    )
+
+
+def describe(app: Any) -> Definition:
+    """Validate ``app`` offline and read the parts manifests need."""
+    raise NotImplementedError
+
+
+def build_manifests(
+    app: Any,
+    *,
+    image: str | None = None,
+    command: Sequence[str] | None = None,
+    replicas: int = 1,
+    include_webhooks: bool = True,
+    ca_bundle: bytes | None = None,
+) -> list[dict[str, Any]]:
+    """Fresh manifests for ``app`` in install order (offline; see the module docstring).
+
+    ``ca_bundle`` replaces ``WebhookServer.ca_bundle`` (the CLI's ``--ca-file``).
+    """
+    return assemble(
+        describe(app),
+        image=image,
+        command=command,
+        replicas=replicas,
+        include_webhooks=include_webhooks,
+        ca_bundle=ca_bundle,
+    )

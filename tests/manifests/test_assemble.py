@@ -1,0 +1,309 @@
+"""Document order and shape from a described definition (independent of Application)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from cloudcoil.models.kubernetes.apps.v1 import Deployment
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace
+
+from cloudcoil_sync.admission.routes import build_route
+from cloudcoil_sync.application.manifests import Definition, assemble, certificates_only
+from cloudcoil_sync.application.rbac import ControllerAccess
+from cloudcoil_sync.application.settings import WebhookServer
+from cloudcoil_sync.controller.health import HealthServer
+
+
+def handler(request: Any) -> None:
+    return None
+
+
+def route(model: type[Any], path: str, *, mutation: bool = False, **options: Any) -> Any:
+    return build_route(model, handler, mutation=mutation, path=path, **options)
+
+
+def kinds(documents: list[dict[str, Any]]) -> list[str]:
+    return [d["kind"] for d in documents]
+
+
+def container(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = [d for d in documents if d["kind"] == "Deployment"]
+    (only,) = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(only)
+
+
+def crd(name: str) -> tuple[type[Any], dict[str, Any]]:
+    plural, _, group = name.partition(".")
+    manifest = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "kind": plural.title()},
+            "versions": [{"name": "v1"}],
+        },
+    }
+    return type(plural, (), {}), manifest
+
+
+def test_controller_only_order_and_secure_deployment() -> None:
+    definition = Definition(
+        "settings",
+        "ops",
+        controllers=[ControllerAccess(ConfigMap, "ops")],
+        crds=[crd("zeds.example.com"), crd("alphas.example.com")],
+        lease=("settings", None),
+    )
+    documents = assemble(definition, image="example/settings:v1", replicas=2)
+    assert kinds(documents) == [
+        "CustomResourceDefinition",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+    ]
+    assert [d["metadata"]["name"] for d in documents[:2]] == [
+        "alphas.example.com",
+        "zeds.example.com",
+    ]
+    assert documents[2] == {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "settings", "namespace": "ops"},
+    }
+    deployment = documents[-1]
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "settings"
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert container(documents) == {
+        "name": "operator",
+        "image": "example/settings:v1",
+        "args": ["run"],
+        "env": [
+            {
+                "name": "CLOUDCOIL_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            }
+        ],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+
+
+def test_health_server_only_operator_gets_port_and_probes() -> None:
+    definition = Definition(
+        "settings",
+        "ops",
+        controllers=[ControllerAccess(ConfigMap, "ops")],
+        health=HealthServer(host="0.0.0.0", port=8081),
+    )
+    operator = container(assemble(definition, image="img", command=["python", "app.py"]))
+    assert operator["command"] == ["python", "app.py"]
+    assert operator["args"] == ["run"]
+    assert operator["ports"] == [{"name": "health", "containerPort": 8081}]
+    assert operator["readinessProbe"] == {
+        "httpGet": {"path": "/readyz", "port": "health", "scheme": "HTTP"}
+    }
+    assert operator["livenessProbe"] == {
+        "httpGet": {"path": "/healthz", "port": "health", "scheme": "HTTP"}
+    }
+
+
+def test_health_server_on_loopback_or_port_zero_cannot_be_probed() -> None:
+    for health, message in (
+        (HealthServer(), "cannot reach the health server bound to 127.0.0.1"),
+        (HealthServer(host="0.0.0.0", port=0), "fixed HealthServer port"),
+    ):
+        definition = Definition(
+            "s", "ops", controllers=[ControllerAccess(ConfigMap, "ops")], health=health
+        )
+        with pytest.raises(ValueError, match=message):
+            assemble(definition, image="img")
+        assert kinds(assemble(definition)) == ["ServiceAccount", "Role", "RoleBinding"]
+
+
+def webhook_definition(ca: bytes, **webhook: Any) -> Definition:
+    return Definition(
+        "widgets",
+        "ops",
+        controllers=[ControllerAccess(Deployment, "apps"), ControllerAccess(Deployment, "web")],
+        webhook=WebhookServer(ca_bundle=ca, tls_secret="widgets-tls", **webhook),
+        routes=[
+            route(Deployment, "/mutate/d", mutation=True),
+            route(ConfigMap, "/validate/c"),
+            route(Namespace, "/validate/n"),
+            route(ConfigMap, "/validate/explicit", namespace_selector={"matchLabels": {"a": "b"}}),
+            route(Deployment, "/validate/d"),
+        ],
+        selector_namespaces={("apps", "v1", "Deployment"): ["apps", "web"]},
+    )
+
+
+def test_webhook_operator_order_service_tls_and_probes(ca_pair: tuple[bytes, bytes]) -> None:
+    documents = assemble(webhook_definition(ca_pair[0]), image="img")
+    assert kinds(documents) == [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "Deployment",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ]
+    assert documents[5]["spec"] == {
+        "selector": {"app.kubernetes.io/name": "widgets"},
+        "ports": [{"name": "webhook", "port": 443, "targetPort": "webhook"}],
+    }
+    operator = container(documents)
+    assert operator["ports"] == [{"name": "webhook", "containerPort": 9443}]
+    assert operator["readinessProbe"]["httpGet"] == {
+        "path": "/readyz",
+        "port": "webhook",
+        "scheme": "HTTPS",
+    }
+    assert operator["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert operator["volumeMounts"][0] == {
+        "name": "webhook-tls",
+        "mountPath": "/var/run/cloudcoil/tls",
+        "readOnly": True,
+    }
+    volumes = documents[6]["spec"]["template"]["spec"]["volumes"]
+    assert volumes[0] == {
+        "name": "webhook-tls",
+        "secret": {
+            "secretName": "widgets-tls",
+            "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}],
+        },
+    }
+
+
+def test_default_namespace_selectors(ca_pair: tuple[bytes, bytes]) -> None:
+    documents = assemble(webhook_definition(ca_pair[0]))
+    mutating, validating = documents[-2:]
+    selectors = {
+        hook["clientConfig"]["service"]["path"]: hook.get("namespaceSelector")
+        for hook in (*mutating["webhooks"], *validating["webhooks"])
+    }
+
+    def names(*values: str) -> dict[str, Any]:
+        return {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(values)}
+            ]
+        }
+
+    assert selectors == {
+        # Controllers of the route's kind watch these namespaces.
+        "/mutate/d": names("apps", "web"),
+        "/validate/d": names("apps", "web"),
+        # Webhook-only kinds default to the operator namespace.
+        "/validate/c": names("ops"),
+        # Cluster-scoped kinds never get a default selector; explicit ones are kept.
+        "/validate/n": None,
+        "/validate/explicit": {"matchLabels": {"a": "b"}},
+    }
+    assert [hook["name"] for hook in validating["webhooks"]] == [
+        "validate-1.widgets.ops.cloudcoil.io",
+        "validate-2.widgets.ops.cloudcoil.io",
+        "validate-3.widgets.ops.cloudcoil.io",
+        "validate-4.widgets.ops.cloudcoil.io",
+    ]
+
+
+def test_all_namespaces_controller_removes_the_default_selector(
+    ca_pair: tuple[bytes, bytes],
+) -> None:
+    definition = webhook_definition(ca_pair[0])
+    definition.selector_namespaces = {("apps", "v1", "Deployment"): ["apps", None]}
+    mutating = assemble(definition)[-2]
+    assert "namespaceSelector" not in mutating["webhooks"][0]
+
+
+def test_private_keys_never_reach_the_output(ca_pair: tuple[bytes, bytes]) -> None:
+    cert, key = ca_pair
+    for bundle in (key + cert, cert + key):
+        documents = assemble(webhook_definition(bundle), image="img")
+        text = repr(documents)
+        assert "PRIVATE KEY" not in text
+        for configuration in documents[-2:]:
+            for hook in configuration["webhooks"]:
+                decoded = base64.b64decode(hook["clientConfig"]["caBundle"])
+                assert decoded == cert
+    assert certificates_only(key) == b""
+
+
+def test_ca_override_and_missing_ca(ca_pair: tuple[bytes, bytes]) -> None:
+    documents = assemble(webhook_definition(b""), ca_bundle=ca_pair[0])
+    assert base64.b64decode(documents[-1]["webhooks"][0]["clientConfig"]["caBundle"]) == ca_pair[0]
+    with pytest.raises(ValueError, match=r"^ca_bundle must contain PEM certificate bytes$"):
+        assemble(webhook_definition(b""))
+    # Without webhooks no CA is needed: no Service, no registrations.
+    assert "Service" not in kinds(assemble(webhook_definition(b""), include_webhooks=False))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"replicas": 0}, "replicas must be a positive integer"),
+        ({"replicas": True}, "replicas must be a positive integer"),
+        ({"image": " "}, "image must be nonempty"),
+        ({"image": "i", "command": "python app.py"}, "command must be a nonempty sequence"),
+        ({"image": "i", "command": []}, "command must be a nonempty sequence"),
+        ({"command": ["python"]}, "command requires image"),
+        (
+            {"image": "i", "include_webhooks": False},
+            "A Deployment for this operator requires its webhook TLS configuration",
+        ),
+    ],
+)
+def test_option_errors(options: dict[str, Any], message: str, ca_pair: tuple[bytes, bytes]) -> None:
+    with pytest.raises(ValueError, match=message):
+        assemble(webhook_definition(ca_pair[0]), **options)
+
+
+@pytest.mark.parametrize(
+    ("definition", "message"),
+    [
+        (Definition("Bad", "ops"), "Application name must be a Kubernetes DNS label"),
+        (Definition("ok", "a.b"), "Application namespace must be a Kubernetes DNS label"),
+        (
+            Definition("ok", "ops", crds=[crd("as.example.com"), crd("as.example.com")]),
+            "CRDs must have distinct metadata.name values",
+        ),
+        (
+            Definition("ok", "ops", lease=("ok", "Bad")),
+            "Leader election namespace must be a Kubernetes DNS label",
+        ),
+    ],
+)
+def test_definition_errors(definition: Definition, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        assemble(definition)
+
+
+def test_tls_paths_and_secret_are_checked(ca_pair: tuple[bytes, bytes]) -> None:
+    bad = webhook_definition(ca_pair[0], certfile="/tls.crt", keyfile="/tls.key")
+    with pytest.raises(ValueError, match="distinct absolute paths in the same non-root"):
+        assemble(bad, image="img")
+    secret = webhook_definition(ca_pair[0])
+    secret.webhook = WebhookServer(ca_bundle=ca_pair[0], tls_secret="Bad_Secret")
+    with pytest.raises(ValueError, match="TLS Secret name must be a Kubernetes DNS label"):
+        assemble(secret)
+    loopback = webhook_definition(ca_pair[0], host="127.0.0.1")
+    with pytest.raises(ValueError, match="cannot reach the webhook server"):
+        assemble(loopback, image="img")
