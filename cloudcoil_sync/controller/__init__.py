@@ -1,7 +1,9 @@
 """Controllers: definitions (`Controller`, stages, cases) and the threaded runtime."""
 
+from cloudcoil_sync.controller.definition import Controller
 from cloudcoil_sync.controller.metrics import ControllerStatus
 from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
+from cloudcoil_sync.controller.stages import Cases, Stage, Stages, StageScope
 from cloudcoil_sync.controller.status import (
     ReconcileStatus,
     get_condition,
@@ -11,11 +13,16 @@ from cloudcoil_sync.controller.status import (
 from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
 
 __all__ = [
+    "Cases",
+    "Controller",
     "ControllerStatus",
     "QueueClosed",
     "ReconcileStatus",
     "ResourceKey",
     "Result",
+    "Stage",
+    "StageScope",
+    "Stages",
     "TerminalError",
     "Wait",
     "WorkQueue",

@@ -1,0 +1,7 @@
+"""Applications: one definition that generates manifests, installs and runs an operator."""
+
+from .application import Application
+from .lifecycle import LifecycleEvent, LifecycleType
+from .settings import RBACRule, WebhookServer
+
+__all__ = ["Application", "LifecycleEvent", "LifecycleType", "RBACRule", "WebhookServer"]
