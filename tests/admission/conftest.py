@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cloudcoil_sync.admission.server import WebhookHost
+
+from .certs import CertificateAuthority, ServingPair
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+@pytest.fixture(scope="session")
+def authority() -> CertificateAuthority:
+    return CertificateAuthority()
+
+
+@pytest.fixture
+def serving(authority: CertificateAuthority, tmp_path: Path) -> ServingPair:
+    return authority.issue(tmp_path / "tls")
+
+
+@pytest.fixture
+def client_context(authority: CertificateAuthority, tmp_path: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(cadata=authority.pem.decode())
+    return context
+
+
+def echo_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    """Echo the request body; `/block` waits on environ-independent gates set by tests."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length)
+    if environ["PATH_INFO"] == "/block":
+        GATES.entered.set()
+        GATES.release.wait(10)
+    answer = json.dumps(
+        {"path": environ["PATH_INFO"], "scheme": environ["wsgi.url_scheme"], "size": len(body)}
+    ).encode()
+    start_response(
+        "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))]
+    )
+    return [answer]
+
+
+class _Gates:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+
+GATES = _Gates()
+
+
+@pytest.fixture
+def gates() -> Iterator[_Gates]:
+    GATES.reset()
+    yield GATES
+    GATES.release.set()
+
+
+@pytest.fixture
+def host_factory(serving: ServingPair) -> Iterator[Callable[..., WebhookHost]]:
+    hosts: list[WebhookHost] = []
+
+    def start(app: WSGIApp = echo_app, **options: Any) -> WebhookHost:
+        options.setdefault("reload_interval", 0.0)
+        host = WebhookHost(
+            app,
+            certfile=str(serving.certfile),
+            keyfile=str(serving.keyfile),
+            host="127.0.0.1",
+            port=0,
+            **options,
+        )
+        host.start()
+        hosts.append(host)
+        return host
+
+    yield start
+    for host in hosts:
+        assert host.stop(timeout=5), "webhook host threads did not stop"
+
+
+def https(
+    host: WebhookHost, context: ssl.SSLContext, timeout: float = 5
+) -> http.client.HTTPSConnection:
+    address, port = host.address
+    return http.client.HTTPSConnection(address, port, context=context, timeout=timeout)
+
+
+def raw_connect(host: WebhookHost, timeout: float = 5) -> socket.socket:
+    return socket.create_connection(host.address, timeout=timeout)

@@ -1,0 +1,321 @@
+"""WebhookHost over real TLS on loopback: the TLS front, waitress and the health endpoints."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import ssl
+import stat
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter
+
+from cloudcoil_sync.admission.server import WebhookHost
+from cloudcoil_sync.admission.tls import load_server_context
+
+from .certs import CertificateAuthority, ServingPair
+from .conftest import https, raw_connect
+
+Factory = Callable[..., WebhookHost]
+
+
+def get(host: WebhookHost, context: ssl.SSLContext, path: str) -> tuple[int, bytes, str]:
+    connection = https(host, context)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.read(), response.getheader("Content-Type", "")
+    finally:
+        connection.close()
+
+
+def peer_serial(host: WebhookHost, context: ssl.SSLContext) -> int:
+    with (
+        raw_connect(host) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    from cryptography import x509
+
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def test_missing_tls_files_fail_clearly(tmp_path: Path, serving: ServingPair) -> None:
+    missing = tmp_path / "absent.crt"
+    with pytest.raises(ValueError, match=f"Webhook TLS file does not exist: {missing}"):
+        load_server_context(str(missing), str(serving.keyfile))
+    host = WebhookHost(lambda e, s: [], certfile=str(missing), keyfile=str(serving.keyfile))
+    with pytest.raises(ValueError, match="Webhook TLS file does not exist"):
+        host.start()
+    assert host.stop(timeout=1)
+
+
+def test_mismatched_pair_fails_clearly(
+    authority: CertificateAuthority, serving: ServingPair, tmp_path: Path
+) -> None:
+    other = authority.issue(tmp_path / "other")
+    with pytest.raises(ValueError, match="cannot be used together"):
+        load_server_context(str(serving.certfile), str(other.keyfile))
+
+
+def test_busy_port_fails_and_leaves_no_threads(host_factory: Factory, serving: ServingPair) -> None:
+    first = host_factory()
+    before = set(threading.enumerate())
+    second = WebhookHost(
+        lambda e, s: [],
+        certfile=str(serving.certfile),
+        keyfile=str(serving.keyfile),
+        host="127.0.0.1",
+        port=first.address[1],
+    )
+    with pytest.raises(OSError):
+        second.start()
+    assert set(threading.enumerate()) <= before
+    assert second.backend_path is None
+
+
+def test_serves_https_with_keep_alive(
+    host_factory: Factory, client_context: ssl.SSLContext
+) -> None:
+    host = host_factory()
+    connection = https(host, client_context)
+    bodies = [b"{}", b"x" * 300_000, b"y" * 17_000]  # multi-record bodies broke ssl-in-waitress
+    for body in bodies:
+        connection.request("POST", "/echo", body=body, headers={"Content-Type": "text/plain"})
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        assert response.status == 200
+        assert answer == {"path": "/echo", "scheme": "https", "size": len(body)}
+    connection.close()
+    assert host.front is not None
+    assert host.front.accepted == 1  # one TLS connection carried every request
+
+
+def test_backend_is_a_private_unix_socket(host_factory: Factory) -> None:
+    host = host_factory()
+    path = host.backend_path
+    assert path is not None
+    assert stat.S_ISSOCK(os.stat(path).st_mode)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+
+
+def test_no_plaintext_on_the_tls_port(host_factory: Factory) -> None:
+    host = host_factory()
+    with raw_connect(host) as raw:
+        raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        try:
+            while chunk := raw.recv(4096):
+                received += chunk
+        except ConnectionResetError:
+            pass
+    assert b"HTTP/" not in received and b"ok" not in received
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
+def test_tls_1_1_is_refused(host_factory: Factory, client_context: ssl.SSLContext) -> None:
+    host = host_factory()
+    old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    old.check_hostname = False
+    old.verify_mode = ssl.CERT_NONE
+    old.set_ciphers("DEFAULT:@SECLEVEL=0")  # let this client offer TLS 1.1 at all
+    old.minimum_version = ssl.TLSVersion.TLSv1_1
+    old.maximum_version = ssl.TLSVersion.TLSv1_1
+    with raw_connect(host) as raw, pytest.raises(ssl.SSLError) as refused:
+        old.wrap_socket(raw, server_hostname="127.0.0.1")
+    assert "PROTOCOL_VERSION" in str(refused.value)  # the server's alert, not a client limit
+    # TLS 1.2 on its own is accepted.
+    modern = ssl.create_default_context(cafile=None)
+    modern.load_verify_locations(cadata=client_context.get_ca_certs(binary_form=True)[0])
+    modern.maximum_version = ssl.TLSVersion.TLSv1_2
+    with (
+        raw_connect(host) as raw,
+        modern.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        assert tls.version() == "TLSv1.2"
+
+
+def test_idle_client_that_never_handshakes_does_not_block_others(
+    host_factory: Factory, client_context: ssl.SSLContext
+) -> None:
+    host = host_factory(handshake_timeout=30)
+    with raw_connect(host):  # connected, silent: no ClientHello
+        started = time.monotonic()
+        status, _, _ = get(host, client_context, "/other")
+        assert status == 200
+        assert time.monotonic() - started < 2
+
+
+def test_half_open_client_does_not_block_others(
+    host_factory: Factory, client_context: ssl.SSLContext
+) -> None:
+    host = host_factory()
+    with (
+        raw_connect(host) as raw,
+        client_context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        started = time.monotonic()
+        status, _, _ = get(host, client_context, "/other")
+        assert status == 200
+        assert time.monotonic() - started < 2
+        tls.sendall(b"}" * 99)  # the slow client finishes and is answered too
+        assert tls.recv(4096).startswith(b"HTTP/1.1 200")
+
+
+def test_handshake_times_out(host_factory: Factory) -> None:
+    host = host_factory(handshake_timeout=0.3)
+    with raw_connect(host) as raw:
+        raw.sendall(b"\x16\x03\x01")  # the start of a ClientHello, never finished
+        raw.settimeout(5)
+        started = time.monotonic()
+        assert raw.recv(100) == b""  # closed by the server
+        assert time.monotonic() - started < 3
+
+
+def test_client_half_close_still_gets_its_answer(
+    host_factory: Factory, client_context: ssl.SSLContext
+) -> None:
+    host = host_factory()
+    with (
+        raw_connect(host) as raw,
+        client_context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        socket.socket.shutdown(tls, socket.SHUT_WR)  # TCP half-close under the TLS session
+        received = b""
+        while chunk := tls.recv(4096):
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 200")
+    assert received.endswith(b'"size": 2}')
+
+
+def test_connection_limit_closes_new_connections(
+    host_factory: Factory, client_context: ssl.SSLContext
+) -> None:
+    host = host_factory(max_connections=2, handshake_timeout=30)
+    assert host.front is not None
+    first, second = raw_connect(host), raw_connect(host)
+    try:
+        with raw_connect(host) as third:
+            assert third.recv(10) == b""  # closed at once
+        assert host.front.rejected >= 1
+    finally:
+        first.close()
+        second.close()
+    deadline = time.monotonic() + 5
+    while host.front.active_connections and time.monotonic() < deadline:
+        threading.Event().wait(0.01)
+    assert get(host, client_context, "/after")[0] == 200
+
+
+def test_health_and_metrics_on_the_same_listener(
+    host_factory: Factory, client_context: ssl.SSLContext
+) -> None:
+    registry = CollectorRegistry()
+    Counter("cloudcoil_test_total", "A test counter", registry=registry).inc(3)
+    state = {"healthy": True, "ready": False, "controllers": True}
+    host = host_factory(
+        healthy=lambda: state["healthy"],
+        ready=lambda: state["ready"],
+        controllers_ready=lambda: state["controllers"],
+        registry=registry,
+    )
+    assert get(host, client_context, "/healthz") == (200, b"ok\n", "text/plain; charset=utf-8")
+    assert get(host, client_context, "/readyz") == (
+        503,
+        b"not ready\n",
+        "text/plain; charset=utf-8",
+    )
+    assert get(host, client_context, "/controllers/readyz")[:2] == (200, b"ok\n")
+    state.update(healthy=False, ready=True)
+    assert get(host, client_context, "/healthz")[:2] == (503, b"not ready\n")
+    assert get(host, client_context, "/readyz")[:2] == (200, b"ok\n")
+    status, body, content_type = get(host, client_context, "/metrics")
+    assert status == 200 and content_type.startswith("text/plain")
+    assert b"cloudcoil_test_total 3.0" in body
+    assert json.loads(get(host, client_context, "/other")[1])["path"] == "/other"
+
+
+def test_certificate_rotation_without_restart_or_failed_request(
+    host_factory: Factory,
+    authority: CertificateAuthority,
+    serving: ServingPair,
+    client_context: ssl.SSLContext,
+    gates: Any,
+) -> None:
+    host = host_factory()
+    assert peer_serial(host, client_context) == serving.serial
+    in_flight = https(host, client_context)
+    in_flight.request("POST", "/block", body=b"{}")
+    assert gates.entered.wait(5)
+    rotated = authority.issue(serving.certfile.parent)  # same paths, new pair
+    assert peer_serial(host, client_context) == rotated.serial
+    gates.release.set()
+    response = in_flight.getresponse()
+    assert response.status == 200 and json.loads(response.read())["path"] == "/block"
+    in_flight.close()
+
+
+def test_bad_new_pair_keeps_the_old_certificate(
+    host_factory: Factory,
+    authority: CertificateAuthority,
+    serving: ServingPair,
+    client_context: ssl.SSLContext,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    host = host_factory()
+    other = authority.issue(tmp_path / "other")
+    with caplog.at_level(logging.ERROR, logger="cloudcoil_sync.admission.tls"):
+        os.replace(other.keyfile, serving.keyfile)  # key no longer matches the certificate
+        assert peer_serial(host, client_context) == serving.serial
+    assert "Keeping the previous webhook TLS certificate" in caplog.text
+    assert "PRIVATE KEY" not in caplog.text
+
+
+def test_in_flight_request_finishes_during_stop(
+    host_factory: Factory, client_context: ssl.SSLContext, gates: Any
+) -> None:
+    host = host_factory()
+    connection = https(host, client_context)
+    connection.request("POST", "/block", body=b"{}")
+    assert gates.entered.wait(5)
+    with ThreadPoolExecutor(1) as pool:
+        stopped = pool.submit(host.stop, 5)
+        threading.Timer(0.2, gates.release.set).start()
+        response = connection.getresponse()
+        assert response.status == 200
+        assert stopped.result(timeout=10) is True
+    connection.close()
+
+
+def test_stop_joins_every_thread_with_clients_connected(
+    host_factory: Factory, client_context: ssl.SSLContext
+) -> None:
+    before = set(threading.enumerate())
+    host = host_factory(handshake_timeout=30, idle_timeout=60)
+    silent = raw_connect(host)  # never handshakes
+    kept = https(host, client_context)  # idle keep-alive connection
+    kept.request("GET", "/x")
+    kept.getresponse().read()
+    half = raw_connect(host)
+    half_tls = client_context.wrap_socket(half, server_hostname="127.0.0.1")
+    half_tls.sendall(b"POST /echo HTTP/1.1\r\nContent-Length: 9\r\n\r\n{")
+    started = time.monotonic()
+    assert host.stop(timeout=3) is True
+    assert time.monotonic() - started < 3.5
+    assert set(threading.enumerate()) <= before
+    assert host.backend_path is None
+    for sock in (silent, half_tls):
+        sock.close()
+    kept.close()
