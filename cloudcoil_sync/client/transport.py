@@ -1,0 +1,228 @@
+"""HTTP transport: one pooled ``requests.Session``, auth, rate limit, retries, timeouts.
+
+``trust_env`` is off so the configured CA wins over ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE``;
+proxies are passed explicitly (kubeconfig ``proxy-url``, else ``HTTPS_PROXY``/``NO_PROXY``).
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+import requests
+import requests.adapters
+import requests.utils
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
+
+from cloudcoil_sync.client.auth import Auth
+from cloudcoil_sync.client.errors import APITimeout, TransportError, api_error
+from cloudcoil_sync.client.ratelimit import TokenBucket
+from cloudcoil_sync.client.retry import IDEMPOTENT_METHODS, RetryPolicy
+
+__all__ = ["USER_AGENT", "Transport", "map_transport_error"]
+
+USER_AGENT = "cloudcoil-sync/0.1"
+_JSON = "application/json"
+
+
+def map_transport_error(exc: Exception, method: str, url: str, server: str) -> TransportError:
+    """A :class:`TransportError` naming the server and the cause of a requests exception."""
+    inner = exc.args[0] if exc.args else None
+    reason = getattr(inner, "reason", inner)
+    if isinstance(exc, requests.exceptions.SSLError):
+        return TransportError(
+            f"TLS error talking to {server}: {reason} (check the certificate authority, "
+            "client certificate or insecure-skip-tls-verify)",
+            method=method,
+            url=url,
+        )
+    if isinstance(reason, NewConnectionError):  # subclass of ConnectTimeoutError: test first
+        return TransportError(f"cannot connect to {server}: {reason}", method=method, url=url)
+    if isinstance(exc, requests.exceptions.ConnectTimeout) or isinstance(
+        reason, ConnectTimeoutError
+    ):
+        return APITimeout(f"timed out connecting to {server}", method=method, url=url)
+    if isinstance(exc, requests.exceptions.ReadTimeout) or isinstance(reason, ReadTimeoutError):
+        return APITimeout(f"{server} did not answer {method} {url} in time", method=method, url=url)
+    return TransportError(f"{method} {url} failed: {exc}", method=method, url=url)
+
+
+def _not_sent(exc: Exception) -> bool:
+    """True if the request certainly never reached the server (safe to retry any method)."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return True
+    inner = exc.args[0] if exc.args else None
+    return isinstance(getattr(inner, "reason", None), NewConnectionError | ConnectTimeoutError)
+
+
+class Transport:
+    """Sends requests to one API server; thread-safe."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        auth: Auth,
+        verify: bool | str = True,
+        cert: tuple[str, str] | None = None,
+        proxies: Mapping[str, str] | None = None,
+        qps: float = 1000.0,
+        burst: int = 2000,
+        timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        pool_maxsize: int = 64,
+    ) -> None:
+        self.server = server.rstrip("/")
+        self.auth = auth
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.retry = retry or RetryPolicy()
+        self.limiter = TokenBucket(qps, burst)
+        self._cert = cert
+        self._closed = threading.Event()
+        session = requests.Session()
+        session.trust_env = False
+        session.verify = verify
+        session.cert = cert
+        session.proxies = dict(proxies or {})
+        session.headers.update({"User-Agent": USER_AGENT, "Accept": _JSON})
+        # The API server sets no cookies we want; refuse them so threads share no jar state.
+        session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+        adapter = requests.adapters.HTTPAdapter(
+            pool_connections=4, pool_maxsize=pool_maxsize, max_retries=0
+        )
+        session.mount("https://", adapter)
+        session.mount("http://", adapter)
+        self.session = session
+        self._adapter = adapter
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def url(self, path: str, params: Mapping[str, Any] | None = None) -> str:
+        url = self.server + path
+        if params:
+            query = {k: _param(v) for k, v in params.items() if v is not None}
+            if query:
+                url += "?" + urlencode(query)
+        return url
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        authz = self.auth.authorization()
+        if authz:
+            headers["Authorization"] = authz
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        stream: bool = False,
+        read_timeout: float | None = None,
+    ) -> requests.Response:
+        """Send with rate limit and retries; return a 2xx/3xx response or raise a typed error.
+
+        ``body`` is JSON-encoded unless it is ``bytes``.
+        """
+        if self._closed.is_set():
+            raise TransportError("client is closed", method=method)
+        url = self.url(path, params)
+        data = body if body is None or isinstance(body, bytes) else _dumps(body)
+        if data is not None and content_type is None:
+            content_type = _JSON
+        timeout = (self.connect_timeout, read_timeout or self.timeout)
+        idempotent = method in IDEMPOTENT_METHODS
+        attempt, reauthed = 0, False
+        while True:
+            self.limiter.acquire()
+            cert = self.auth.client_cert() or self._cert
+            try:
+                resp = self.session.request(
+                    method,
+                    url,
+                    data=data,
+                    headers=self._headers(content_type),
+                    timeout=timeout,
+                    stream=stream,
+                    cert=cert,
+                )
+            except requests.RequestException as exc:
+                err = map_transport_error(exc, method, url, self.server)
+                if (idempotent or _not_sent(exc)) and attempt < self.retry.max_retries:
+                    self._backoff(attempt, None, method)
+                    attempt += 1
+                    continue
+                raise err from exc
+            code = resp.status_code
+            if code < 400:
+                return resp
+            content = resp.content
+            resp.close()
+            if code == 401 and not reauthed and self.auth.invalidate():
+                reauthed = True
+                continue
+            err_ = api_error(
+                code,
+                content,
+                method=method,
+                url=url,
+                retry_after_header=resp.headers.get("Retry-After"),
+            )
+            if self.retry.should_retry_status(method, code) and attempt < self.retry.max_retries:
+                self._backoff(attempt, err_.retry_after, method)
+                attempt += 1
+                continue
+            raise err_
+
+    def request_json(self, method: str, path: str, **kwargs: Any) -> Any:
+        """:meth:`request` and decode the JSON body (``TransportError`` if it is not JSON)."""
+        resp = self.request(method, path, **kwargs)
+        try:
+            return resp.json()
+        except ValueError:
+            snippet = resp.text[:200]
+            raise TransportError(
+                f"{method} {resp.url}: server answered {resp.status_code} with a non-JSON body: "
+                f"{snippet!r}",
+                method=method,
+                url=resp.url,
+            ) from None
+
+    def _backoff(self, attempt: int, retry_after: float | None, method: str) -> None:
+        if self._closed.wait(self.retry.delay(attempt, retry_after)):
+            raise TransportError("client closed while waiting to retry", method=method)
+
+    def pool_stats(self) -> dict[str, int]:
+        """New connections opened and requests sent, summed over the connection pools."""
+        pools = list(self._adapter.poolmanager.pools._container.values())
+        return {
+            "connections": sum(p.num_connections for p in pools),
+            "requests": sum(p.num_requests for p in pools),
+        }
+
+    def close(self) -> None:
+        self._closed.set()
+        self.session.close()
+
+
+def _param(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _dumps(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
