@@ -1,0 +1,364 @@
+import queue
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cloudcoil_sync.client.errors import ServerError, TransportError
+from cloudcoil_sync.controller.informer import Informer, InformerFailed
+
+from .fake_source import FakeSource, http_error
+
+Event = tuple[str, str, str]  # (handler, name, resourceVersion or uid)
+
+
+class Recorder:
+    """Handlers that record (kind, name, detail) and let tests wait for them."""
+
+    def __init__(self, informer: Informer) -> None:
+        self.events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
+        informer.add_handler(
+            on_add=lambda obj: self.events.put(("add", _name(obj), _data(obj))),
+            on_update=lambda old, new: self.events.put(
+                ("update", _name(new), (_rv(old), _rv(new)))
+            ),
+            on_delete=lambda obj: self.events.put(("delete", _name(obj), _uid(obj))),
+        )
+
+    def take(self, count: int) -> list[tuple[str, str, Any]]:
+        return [self.events.get(timeout=5) for _ in range(count)]
+
+    def empty(self) -> bool:
+        return self.events.empty()
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def _rv(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["resourceVersion"])
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["uid"])
+
+
+def _data(obj: dict[str, Any]) -> dict[str, Any]:
+    return dict(obj.get("data") or {})
+
+
+@pytest.fixture
+def source() -> FakeSource:
+    return FakeSource()
+
+
+@pytest.fixture
+def informers() -> Iterator[list[Informer]]:
+    started: list[Informer] = []
+    yield started
+    for informer in started:
+        assert informer.stop(timeout=5)
+
+
+def make(source: FakeSource, informers: list[Informer], **options: Any) -> Informer:
+    options.setdefault("min_backoff", 0.001)
+    options.setdefault("max_backoff", 0.01)
+    informer = Informer(source, name="configmaps", **options)
+    informers.append(informer)
+    return informer
+
+
+def test_initial_list_follows_pages_and_adds_everything(
+    source: FakeSource, informers: list[Informer]
+) -> None:
+    for i in range(5):
+        source.put(f"cm{i}", value=str(i))
+    informer = make(source, informers, page_size=2)
+    recorder = Recorder(informer)
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    assert sorted(recorder.take(5)) == [("add", f"cm{i}", {"value": str(i)}) for i in range(5)]
+    assert source.list_calls == [(2, None), (2, "2"), (2, "4")]
+    assert len(informer.store) == 5
+    assert informer.resource_version == str(source.rv)
+    stored = informer.store.get("ns", "cm3")
+    assert stored is not None and "managedFields" not in stored["metadata"]
+
+
+def test_watch_events_update_the_store_before_handlers_run(
+    source: FakeSource, informers: list[Informer]
+) -> None:
+    informer = make(source, informers)
+    seen: queue.Queue[Any] = queue.Queue()
+    informer.add_handler(
+        on_add=lambda obj: seen.put(("add", informer.store.get("ns", _name(obj)) is obj)),
+        on_update=lambda old, new: seen.put(
+            ("update", informer.store.get("ns", _name(new)) is new)
+        ),
+        on_delete=lambda obj: seen.put(("delete", informer.store.get("ns", _name(obj)))),
+    )
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    assert source.wait_watching(1)
+    source.put("a", v="1")
+    source.put("a", v="2")
+    source.delete("a")
+    assert [seen.get(timeout=5) for _ in range(3)] == [
+        ("add", True),
+        ("update", True),
+        ("delete", None),
+    ]
+    assert len(informer.store) == 0
+
+
+def test_dropped_stream_resumes_from_the_last_resource_version(
+    source: FakeSource, informers: list[Informer]
+) -> None:
+    informer = make(source, informers)
+    recorder = Recorder(informer)
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    assert source.wait_watching(1)
+    source.put("a", v="1")
+    assert recorder.take(1) == [("add", "a", {"v": "1"})]
+    source.drop_watches()
+    assert source.wait_watching(2)
+    assert source.watch_calls[1] == source.objects[("ns", "a")]["metadata"]["resourceVersion"]
+    source.put("b")
+    assert recorder.take(1) == [("add", "b", {})]
+    assert source.list_calls == [(500, None)]  # no relist needed
+
+
+def test_changes_made_while_disconnected_are_replayed_once(
+    source: FakeSource, informers: list[Informer]
+) -> None:
+    source.watch_errors = []
+    informer = make(source, informers)
+    recorder = Recorder(informer)
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    assert source.wait_watching(1)
+    # The next reconnect fails once with a transport error, then succeeds.
+    source.watch_errors.append(TransportError("connection reset"))
+    source.drop_watches()
+    source.put("a")
+    source.put("a", v="2")
+    assert source.wait_watching(3)
+    assert recorder.take(2) == [("add", "a", {}), ("update", "a", ("101", "102"))]
+    assert recorder.empty()
+
+
+def test_bookmarks_advance_the_resume_point(source: FakeSource, informers: list[Informer]) -> None:
+    informer = make(source, informers)
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    assert source.wait_watching(1)
+    source.bookmark()
+    source.drop_watches()  # queued after the bookmark: it is applied first
+    assert source.wait_watching(2)
+    assert source.watch_calls == ["100", str(source.rv)]
+
+
+def test_expired_watch_relists_and_reports_the_gap(
+    source: FakeSource, informers: list[Informer]
+) -> None:
+    source.put("kept")
+    source.put("changed", v="old")
+    source.put("deleted")
+    source.put("recreated")
+    informer = make(source, informers)
+    recorder = Recorder(informer)
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    assert len(recorder.take(4)) == 4
+    assert source.wait_watching(1)
+    uid_before = _uid(source.objects[("ns", "recreated")])
+
+    # Change things unseen by the open stream, lose that history, then disconnect.
+    source.silent = True
+    source.put("changed", v="new")
+    source.delete("deleted")
+    source.delete("recreated")
+    source.put("recreated")
+    source.put("new")
+    source.forget_history()
+    source.silent = False
+    source.drop_watches()
+    events = recorder.take(6)
+    assert len(source.list_calls) == 2
+    assert sorted(e[:2] for e in events) == [
+        ("add", "new"),
+        ("add", "recreated"),
+        ("delete", "deleted"),
+        ("delete", "recreated"),
+        ("update", "changed"),
+        ("update", "kept"),
+    ]
+    order = [e[:2] for e in events]
+    assert order.index(("delete", "recreated")) < order.index(("add", "recreated"))
+    deletes = [detail for kind, name, detail in events if (kind, name) == ("delete", "recreated")]
+    assert deletes == [uid_before]
+    assert informer.store.get("ns", "deleted") is None
+    assert informer.store.get("ns", "changed")["data"] == {"v": "new"}  # type: ignore[index]
+
+
+def test_watch_error_event_410_relists(source: FakeSource, informers: list[Informer]) -> None:
+    source.put("a")
+    informer = make(source, informers)
+    recorder = Recorder(informer)
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    assert recorder.take(1) == [("add", "a", {})]
+    assert source.wait_watching(1)
+    source.send_error(410, "Expired")
+    assert recorder.take(1)[0][:2] == ("update", "a")  # the relist's dispatch
+    assert informer.list_count == 2
+
+
+def test_resync_dispatches_updates_for_unchanged_objects(
+    source: FakeSource, informers: list[Informer]
+) -> None:
+    source.put("a")
+    source.put("b")
+    informer = make(source, informers)
+    recorder = Recorder(informer)
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    recorder.take(2)
+    assert source.wait_watching(1)
+    informer.resync()
+    assert sorted(recorder.take(2)) == [
+        ("update", "a", ("101", "101")),
+        ("update", "b", ("102", "102")),
+    ]
+    assert informer.list_count == 2
+    assert source.wait_watching(2)
+
+
+def test_periodic_resync_uses_the_clock(source: FakeSource, informers: list[Informer]) -> None:
+    now = [0.0]
+    source.put("a")
+    informer = make(source, informers, resync_period=30, clock=lambda: now[0])
+    recorder = Recorder(informer)
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    recorder.take(1)
+    assert source.wait_watching(1)
+    now[0] = 31.0
+    source.drop_watches()  # the server ends the stream (timeoutSeconds was <= 30)
+    assert recorder.take(1) == [("update", "a", ("101", "101"))]
+    assert informer.list_count == 2
+
+
+def test_watch_timeout_never_exceeds_the_time_to_resync(source: FakeSource) -> None:
+    calls: list[int] = []
+    original = source.watch
+
+    def watch(*, resource_version: str, timeout_seconds: int) -> Any:
+        calls.append(timeout_seconds)
+        return original(resource_version=resource_version, timeout_seconds=timeout_seconds)
+
+    source.watch = watch  # type: ignore[method-assign]
+    informer = Informer(source, name="x", resync_period=45, watch_timeout=300)
+    informer.start()
+    try:
+        assert informer.wait_synced(timeout=5)
+        assert source.wait_watching(1)
+        assert 1 <= calls[0] <= 45
+    finally:
+        assert informer.stop(timeout=5)
+
+
+@pytest.mark.parametrize(("code", "reason"), [(403, "Forbidden"), (401, "Unauthorized")])
+def test_fatal_list_errors_surface_to_the_owner(
+    source: FakeSource, informers: list[Informer], code: int, reason: str
+) -> None:
+    failures: list[BaseException] = []
+    source.list_errors.append(http_error(code, reason))
+    informer = make(source, informers, on_failure=failures.append)
+    informer.start()
+    with pytest.raises(InformerFailed, match=f"configmaps failed: {code} {reason}") as caught:
+        informer.wait_synced(timeout=5)
+    assert caught.value.__cause__ is informer.error
+    assert informer.wait_finished(timeout=5)
+    assert not informer.running
+    assert len(failures) == 1 and getattr(failures[0], "status_code", None) == code
+    assert len(source.list_calls) == 1  # never retried
+
+
+def test_transient_list_errors_are_retried(source: FakeSource, informers: list[Informer]) -> None:
+    source.put("a")
+    source.list_errors.extend(
+        [
+            http_error(500, "InternalError"),
+            http_error(429, "TooManyRequests"),
+            ServerError(503, "x", "y"),
+        ]
+    )
+    informer = make(source, informers)
+    recorder = Recorder(informer)
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    assert recorder.take(1) == [("add", "a", {})]
+    assert len(source.list_calls) == 4
+
+
+def test_handler_errors_are_fatal(source: FakeSource, informers: list[Informer]) -> None:
+    source.put("a")
+    informer = make(source, informers)
+
+    def broken(obj: dict[str, Any]) -> None:
+        raise KeyError("mapper bug")
+
+    informer.add_handler(on_add=broken)
+    informer.start()
+    with pytest.raises(InformerFailed, match="mapper bug"):
+        informer.wait_synced(timeout=5)
+    assert isinstance(informer.error, KeyError)
+
+
+def test_stop_closes_an_open_watch_promptly(source: FakeSource) -> None:
+    informer = Informer(source, name="x")
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    assert source.wait_watching(1)
+    stream = source.streams[0]
+    assert informer.stop(timeout=2)
+    assert stream.closed.is_set()
+    assert informer.error is None
+    assert not informer.wait_synced(timeout=0) or informer.synced
+
+
+def test_registration_and_settings_rules(source: FakeSource) -> None:
+    with pytest.raises(ValueError, match="at least 30 seconds"):
+        Informer(source, name="x", resync_period=10)
+    informer = Informer(source, name="x")
+    informer.start()
+    try:
+        with pytest.raises(RuntimeError, match="before starting"):
+            informer.add_handler(on_add=lambda obj: None)
+        with pytest.raises(RuntimeError, match="only be started once"):
+            informer.start()
+    finally:
+        assert informer.stop(timeout=5)
+
+
+def test_indexers_follow_changes(source: FakeSource, informers: list[Informer]) -> None:
+    def by_value(obj: dict[str, Any]) -> list[str]:
+        return [str(v) for v in (obj.get("data") or {}).values()]
+
+    informer = make(source, informers, indexers={"value": by_value})
+    recorder = Recorder(informer)
+    source.put("a", v="x")
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    recorder.take(1)
+    assert [_name(o) for o in informer.store.by_index("value", "x")] == ["a"]
+    assert source.wait_watching(1)
+    source.put("a", v="y")
+    recorder.take(1)
+    assert informer.store.by_index("value", "x") == []
+    assert [_name(o) for o in informer.store.by_index("value", "y")] == ["a"]
+    with pytest.raises(KeyError, match="No index named 'missing'"):
+        informer.store.by_index("missing", "x")
