@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -43,7 +43,9 @@ class Definition:
     webhook: Any = None
     routes: Sequence[Any] = ()
     health: Any = None
-    selector_namespaces: dict[tuple[str, str, str], list[str | None]] = field(default_factory=dict)
+    selector_namespaces: Mapping[tuple[str, str, str], Iterable[str | None]] = field(
+        default_factory=dict
+    )
 
 
 def certificates_only(bundle: bytes) -> bytes:
@@ -270,8 +272,35 @@ def _webhook_configurations(
 
 
 def describe(app: Any) -> Definition:
-    """Validate ``app`` offline and read the parts manifests need."""
-    raise NotImplementedError
+    """Validate ``app`` offline (no Config, no discovery) and read what manifests need."""
+    from .composition import controller_namespaces
+
+    app.validate_definition()
+    election = app.leader_election
+    return Definition(
+        name=app.name,
+        namespace=app.namespace,
+        controllers=[_access(controller, app.namespace) for controller in app.controllers],
+        crds=[(crd.resource, crd.manifest()) for crd in app.crds],
+        rules=app.rules,
+        lease=None if election is None else (election.name, election.namespace),
+        webhook=app.webhook,
+        routes=app.routes if app.webhook is not None else (),
+        health=app.health,
+        selector_namespaces=controller_namespaces(app.controllers, app.namespace),
+    )
+
+
+def _access(controller: Any, namespace: str) -> ControllerAccess:
+    recorder = controller.events
+    return ControllerAccess(
+        resource=controller.resource,
+        namespace=controller.watched_namespace(namespace),
+        owns=tuple((owned.resource, owned.prune) for owned in controller.owned),
+        watches=tuple(watched.resource for watched in controller.watches),
+        events=recorder is not False,
+        events_namespace=None if isinstance(recorder, bool) else recorder.namespace,
+    )
 
 
 def build_manifests(
