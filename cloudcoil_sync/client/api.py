@@ -68,7 +68,7 @@ class ResourceClient(Generic[T]):
         target: Any,
         *,
         namespace: str | None = None,
-        model: Any = None,
+        raw: bool = False,
         mapping: RESTMapping | None = None,
     ) -> None:
         self.config = config
@@ -76,9 +76,8 @@ class ResourceClient(Generic[T]):
         self._target = target
         self._transport = config.transport
         self._mapping = mapping
-        if model is None and isinstance(target, type) and hasattr(target, "model_validate"):
-            model = target
-        self._model = model
+        model = isinstance(target, type) and hasattr(target, "model_validate") and not raw
+        self._model: Any = target if model else None
 
     # -- plumbing ------------------------------------------------------------------------
     @property
@@ -92,7 +91,7 @@ class ResourceClient(Generic[T]):
     def raw(self) -> ResourceClient[JSON]:
         """The same client returning plain JSON dicts."""
         return ResourceClient(
-            self.config, self._target, namespace=self.namespace, model=None, mapping=self._mapping
+            self.config, self._target, namespace=self.namespace, raw=True, mapping=self._mapping
         )
 
     def _decode(self, body: JSON) -> T:

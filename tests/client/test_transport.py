@@ -1,0 +1,151 @@
+"""Transport edge cases with ``responses``: retries, Retry-After, bodies, auth refresh."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import responses
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+
+from cloudcoil_sync.client import (
+    AlreadyExists,
+    Config,
+    Forbidden,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    TransportError,
+    Unauthorized,
+)
+from cloudcoil_sync.client.retry import RetryPolicy
+
+SERVER = "http://api.test"
+CM_URL = f"{SERVER}/api/v1/namespaces/default/configmaps"
+
+
+@pytest.fixture
+def config() -> Iterator[Config]:
+    cfg = Config(SERVER, token="t0k", qps=0)
+    # no real sleeping between retries
+    cfg.transport.retry = RetryPolicy(max_retries=3, base=0.001, cap=0.002, max_retry_after=0.01)
+    yield cfg
+    cfg.close()
+
+
+def _cm(name: str = "a") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+
+
+@responses.activate
+def test_429_retry_after_honoured_even_for_post(config: Config, monkeypatch: Any) -> None:
+    waits: list[float] = []
+    real_wait = config.transport._closed.wait
+    monkeypatch.setattr(config.transport._closed, "wait", lambda t: waits.append(t) or real_wait(0))
+    config.transport.retry = RetryPolicy(max_retries=3, max_retry_after=60)
+    responses.post(CM_URL, status=429, headers={"Retry-After": "2"}, json={})
+    responses.post(CM_URL, status=201, json=_cm())
+    out = config.client(ConfigMap).create(_cm())
+    assert out.metadata is not None and out.metadata.name == "a"
+    assert waits == [2.0]
+    assert len(responses.calls) == 2
+    assert responses.calls[0].request.headers["Authorization"] == "Bearer t0k"
+
+
+@responses.activate
+def test_429_gives_up_with_typed_error(config: Config) -> None:
+    for _ in range(4):
+        responses.get(f"{CM_URL}/a", status=429, headers={"Retry-After": "1"}, body=b"busy")
+    with pytest.raises(TooManyRequests) as err:
+        config.client(ConfigMap).get("a")
+    assert err.value.retry_after == 1.0
+    assert len(responses.calls) == 4
+
+
+@responses.activate
+def test_5xx_retried_for_get_not_for_post_or_patch(config: Config) -> None:
+    responses.get(f"{CM_URL}/a", status=503, body=b"<html>unavailable</html>")
+    responses.get(f"{CM_URL}/a", status=200, json=_cm())
+    assert config.client(ConfigMap).raw.get("a")["metadata"]["name"] == "a"
+    assert len(responses.calls) == 2
+
+    responses.post(
+        CM_URL,
+        status=500,
+        json={"kind": "Status", "code": 500, "reason": "InternalError", "message": "boom"},
+    )
+    with pytest.raises(ServerError, match="boom"):
+        config.client(ConfigMap).create(_cm())
+    responses.patch(f"{CM_URL}/a", status=503, body=b"")
+    with pytest.raises(ServerError):
+        config.client(ConfigMap).merge_patch("a", {"data": {"x": "1"}})
+    assert len(responses.calls) == 4
+
+
+@responses.activate
+def test_connection_errors_retried_for_get_only(config: Config) -> None:
+    responses.get(f"{CM_URL}/a", body=requests.ConnectionError("reset by peer"))
+    responses.get(f"{CM_URL}/a", json=_cm())
+    assert config.client(ConfigMap).get("a").metadata is not None
+    responses.put(f"{CM_URL}/b", body=requests.ConnectionError("reset"))
+    responses.put(f"{CM_URL}/b", json=_cm("b"))
+    assert config.client(ConfigMap).replace(_cm("b")).metadata is not None
+    responses.post(CM_URL, body=requests.ConnectionError("reset by peer"))
+    with pytest.raises(TransportError, match="reset by peer"):
+        config.client(ConfigMap).create(_cm())
+    assert len(responses.calls) == 5
+
+
+@responses.activate
+def test_malformed_bodies(config: Config) -> None:
+    responses.get(f"{CM_URL}/a", status=200, body=b"{not json")
+    with pytest.raises(TransportError, match="non-JSON body"):
+        config.client(ConfigMap).get("a")
+    responses.get(f"{CM_URL}/b", status=404, body=b"404 page not found", content_type="text/plain")
+    with pytest.raises(NotFound, match="404 page not found"):
+        config.client(ConfigMap).get("b")
+    responses.get(f"{CM_URL}/c", status=403, body=b'{"kind": "Status", "code"')
+    with pytest.raises(Forbidden):
+        config.client(ConfigMap).get("c")
+    responses.post(
+        CM_URL,
+        status=409,
+        json={"kind": "Status", "code": 409, "reason": "AlreadyExists", "message": "exists"},
+    )
+    with pytest.raises(AlreadyExists, match="exists"):
+        config.client(ConfigMap).create(_cm())
+
+
+@responses.activate
+def test_401_rereads_rotated_token_once(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("old\n")
+    cfg = Config(SERVER, token_file=token, qps=0)
+    seen: list[str] = []
+
+    def reply(request: requests.PreparedRequest) -> tuple[int, dict[str, str], str]:
+        seen.append(str(request.headers["Authorization"]))
+        if request.headers["Authorization"] == "Bearer new":
+            return 200, {}, '{"metadata": {"name": "a"}}'
+        return 401, {}, '{"kind": "Status", "code": 401, "reason": "Unauthorized"}'
+
+    responses.add_callback(responses.GET, f"{CM_URL}/a", callback=reply)
+    with pytest.raises(Unauthorized):  # file unchanged: re-read does not help, no loop
+        cfg.client(ConfigMap).get("a")
+    assert seen == ["Bearer old"]
+    token.write_text("new\n")  # rotated within the check interval: the 401 forces a re-read
+    assert cfg.client(ConfigMap).raw.get("a")["metadata"]["name"] == "a"
+    assert seen == ["Bearer old", "Bearer old", "Bearer new"]
+    cfg.close()
+
+
+@responses.activate
+def test_user_agent_and_accept(config: Config) -> None:
+    responses.get(f"{CM_URL}/a", json=_cm())
+    config.client(ConfigMap).get("a")
+    headers = responses.calls[0].request.headers
+    assert headers["Accept"] == "application/json"
+    assert headers["User-Agent"].startswith("cloudcoil-sync/")
