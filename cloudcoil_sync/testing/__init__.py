@@ -1,3 +1,51 @@
-"""Test support: a Kubernetes API emulator and pytest fixtures."""
+"""Test support: an in-process Kubernetes API emulator and pytest fixtures.
 
-__all__: list[str] = []
+``Emulator`` serves the Kubernetes REST API over real HTTP or HTTPS on 127.0.0.1 from threads
+it owns::
+
+    with Emulator() as kube:                     # HTTPS, random port, per-process test CA
+        config = kube.config(namespace="default")
+        token = kube.service_account_token("default", "operator")   # RBAC applies to it
+        kube.faults.inject(503, count=2, method="GET")
+        kube.drop_watches(); kube.forget_history(); kube.restart()
+
+Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (status codes,
+``Status`` bodies, watch events, managedFields, generation rules, RBAC messages). Simplifications:
+
+- Storage is in memory; one global integer resourceVersion counter. Every write of any kind
+  bumps it. The watch history is a bounded list (``history_size`` events); older
+  resourceVersions get ``410 Expired`` as a watch ERROR event, as etcd compaction causes.
+- Paginated lists report the first page's resourceVersion, but later pages read the current
+  state after the continue key (kube-apiserver serves a consistent etcd snapshot).
+- Only one version per group is served for built-in kinds; custom resources are stored once and
+  served at every served version without conversion (no conversion webhooks).
+- Validation covers names (RFC 1123 subdomain, namespace labels), required ``eventTime`` for
+  events.k8s.io Events, CRD naming. No OpenAPI schema validation or pruning of custom resources,
+  no CEL rules, no defaulting except Deployment/Pod specs, Namespaces and CRDs.
+- managedFields use a small schema table (keyed lists such as containers/env/conditions/
+  ownerReferences, set lists such as finalizers, atomic structs such as selector) instead of
+  OpenAPI; other lists are atomic. Strategic merge patch is treated as JSON merge patch.
+- Server-side apply merges the applied configuration (keyed lists by key) and removes fields the
+  manager stopped applying when nobody else owns them; conflicts are reported like kube's.
+- Garbage collection, namespace finalization and CRD establishment run on one controller thread
+  right after the triggering write (kube-controller-manager does it asynchronously, typically
+  within tens of milliseconds). Deleting a CRD deletes its objects.
+- No graceful deletion for pods (deletionGracePeriodSeconds is always 0), no admission plugins
+  (LimitRanger, quotas, service account token minting), no aggregated API servers, no
+  protobuf, no field selectors beyond equality on simple paths.
+- Discovery lists only the kinds in the emulator's table (plus CRDs); verbs are the standard
+  eight for every kind; aggregated discovery (v2) is served for /api and /apis.
+- Authentication is by bearer token only: the admin token bypasses authorization; other tokens
+  come from ``add_token``/``service_account_token``. RBAC is evaluated from the stored Roles,
+  ClusterRoles and bindings (aggregated ClusterRoles are not expanded); discovery, /version and
+  health endpoints are open to every authenticated user.
+- Admission webhooks and a Deployment-status simulator are not built yet: ``admission_hooks``
+  receive every write before it is applied (the webhook caller will be one such hook), and the
+  controller thread is where a Deployment-status controller will observe Deployments.
+"""
+
+from .emulator import AdmissionHook, Emulator
+from .faults import Faults, InjectedFault
+from .status import ApiError
+
+__all__ = ["AdmissionHook", "ApiError", "Emulator", "Faults", "InjectedFault"]

@@ -1,0 +1,272 @@
+"""Request routing: URL → resource type and verb, authentication, authorization, handlers."""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+import yaml
+
+from . import discovery
+from . import status as st
+from .crud import Req
+from .http import Exchange
+from .rbac import Attributes, User
+from .resources import ResourceType
+from .store import dumps
+from .watch import Watch, serve
+
+if TYPE_CHECKING:
+    from .emulator import Emulator
+
+__all__ = ["LogEntry", "handle"]
+
+JSON = dict[str, Any]
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    method: str
+    path: str
+    query: dict[str, str]
+    user: str
+    status: int
+
+
+@dataclass
+class Route:
+    rt: ResourceType
+    namespace: str
+    name: str
+    subresource: str
+
+
+def _parse_body(raw: bytes, content_type: str) -> Any:
+    if not raw:
+        return None
+    try:
+        if "yaml" in content_type:
+            return yaml.load(raw, Loader=_Loader)
+        return json.loads(raw)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise st.bad_request(f"the body of the request could not be decoded: {exc}") from exc
+
+
+def _route(emu: Emulator, parts: list[str]) -> Route | None:
+    """Parse ``api/v1/...`` or ``apis/<g>/<v>/...`` into a resource route."""
+    if parts[0] == "api" and len(parts) >= 3:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[0] == "apis" and len(parts) >= 4:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace = ""
+    namespace_sub = not group and len(rest) == 3 and rest[2] in ("status", "finalize")
+    if rest[0] == "namespaces" and len(rest) >= 3 and not namespace_sub:
+        namespace, rest = rest[1], rest[2:]
+    plural = rest[0]
+    rt = emu.registry.get(group, version, plural)
+    if rt is None or len(rest) > 3:
+        return None
+    if namespace and not rt.namespaced:
+        return None
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    if sub and sub not in rt.subresources:
+        return None
+    return Route(rt, namespace, name, sub)
+
+
+def _verb(method: str, route: Route, query: dict[str, str]) -> str:
+    if method == "GET":
+        if query.get("watch") in ("true", "1"):
+            return "watch"
+        return "get" if route.name else "list"
+    return {
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "patch",
+        "DELETE": "delete" if route.name else "deletecollection",
+    }.get(method, "")
+
+
+def _discovery(emu: Emulator, ex: Exchange, parts: list[str]) -> bool:
+    accept = ex.headers.get("Accept", "")
+    aggregated = "apidiscovery.k8s.io" in accept and "v=v2" in accept
+    body: JSON | None = None
+    ctype = "application/json"
+    path = "/".join(parts)
+    if path == "version":
+        body = discovery.version_info()
+    elif path in ("healthz", "readyz", "livez"):
+        ex.respond(200, b"ok", "text/plain; charset=utf-8")
+        return True
+    elif path == "api":
+        if aggregated:
+            body, ctype = discovery.aggregated(emu.registry, core=True), discovery.AGGREGATED
+        else:
+            body = discovery.api_versions(f"127.0.0.1:{emu.port}")
+    elif path == "apis":
+        if aggregated:
+            body, ctype = discovery.aggregated(emu.registry, core=False), discovery.AGGREGATED
+        else:
+            body = discovery.group_list(emu.registry)
+    elif len(parts) == 2 and parts[0] == "api":
+        body = discovery.resource_list(emu.registry, "", parts[1])
+    elif len(parts) == 3 and parts[0] == "apis":
+        body = discovery.resource_list(emu.registry, parts[1], parts[2])
+    elif len(parts) == 2 and parts[0] == "apis":
+        versions = emu.registry.groups().get(parts[1])
+        if versions:
+            entries = [{"groupVersion": f"{parts[1]}/{v}", "version": v} for v in versions]
+            body = {
+                "kind": "APIGroup",
+                "apiVersion": "v1",
+                "name": parts[1],
+                "versions": entries,
+                "preferredVersion": entries[0],
+            }
+    else:
+        return False
+    if body is None:
+        raise st.ApiError(404, "NotFound", "the server could not find the requested resource", {})
+    ex.respond(200, dumps(body), ctype)
+    return True
+
+
+def handle(emu: Emulator, ex: Exchange) -> None:
+    """Answer one exchange (never raises)."""
+    url = urlsplit(ex.target)
+    query = dict(parse_qsl(url.query, keep_blank_values=True))
+    user: User | None = None
+    try:
+        user = emu.authorizer.authenticate(ex.headers.get("Authorization"))
+        error, delay = emu.faults.take(ex.method, url.path)
+        if delay:
+            time.sleep(delay)
+        if error is not None:
+            ex.body()
+            raise error
+        if user is None:
+            ex.body()
+            raise st.unauthorized()
+        _dispatch(emu, ex, url.path, query, user)
+    except st.ApiError as err:
+        _respond_error(ex, err)
+    except (OSError, ValueError):
+        ex._h.close_connection = True
+    except Exception:
+        traceback.print_exc()
+        _respond_error(ex, st.ApiError(500, "InternalError", "internal error in the emulator", {}))
+    finally:
+        emu.log_request(LogEntry(ex.method, url.path, query, user.name if user else "", ex.status))
+
+
+def _respond_error(ex: Exchange, err: st.ApiError) -> None:
+    if ex.streaming:
+        return
+    try:
+        ex.respond(err.code, dumps(err.body()), headers=err.headers)
+    except OSError:
+        ex._h.close_connection = True
+
+
+def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], user: User) -> None:
+    parts = [p for p in path.split("/") if p]
+    raw = ex.body()
+    if not parts:
+        ex.respond(200, dumps({"paths": ["/api", "/apis", "/version"]}))
+        return
+    route = _route(emu, parts) if parts[0] in ("api", "apis") else None
+    if route is None:
+        if _discovery(emu, ex, parts):
+            return
+        raise st.ApiError(404, "NotFound", "the server could not find the requested resource", {})
+    verb = _verb(ex.method, route, query)
+    if not verb:
+        raise st.method_not_allowed()
+    ctype = ex.headers.get("Content-Type", "application/json")
+    body = _parse_body(raw, ctype)
+    name = route.name
+    attrs = Attributes(
+        verb, route.rt.group, route.rt.plural, route.subresource, route.namespace, name
+    )
+    if not emu.authorizer.allowed(user, attrs):
+        raise st.forbidden(
+            user.name,
+            verb,
+            route.rt.plural,
+            route.rt.group,
+            name,
+            route.namespace,
+            route.subresource,
+        )
+    req = Req(
+        route.rt,
+        route.namespace,
+        route.name,
+        route.subresource,
+        query,
+        body,
+        ctype,
+        ex.headers.get("User-Agent", ""),
+    )
+    _execute(emu, ex, verb, req)
+
+
+def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
+    objects = emu.objects
+    if req.subresource == "scale":
+        status, result = emu.scale(verb, req)
+        ex.respond(status, dumps(result))
+        return
+    if verb == "watch":
+        _watch(emu, ex, req)
+        return
+    if verb == "list":
+        ex.respond(200, objects.list_body(req))
+        return
+    if verb == "get":
+        ex.respond(200, dumps(objects.get(req)))
+        return
+    if req.subresource and verb in ("create", "delete", "deletecollection"):
+        raise st.method_not_allowed()
+    if verb in ("create", "update", "patch", "delete"):
+        emu.admit(verb, req)
+    if verb == "create":
+        status, result = objects.create(req)
+    elif verb == "update":
+        status, result = objects.replace(req)
+    elif verb == "patch":
+        status, result = objects.patch(req)
+    elif verb == "delete":
+        status, result = objects.delete(req)
+    else:
+        status, result = 200, objects.delete_collection(req)
+    ex.respond(status, dumps(result))
+
+
+def _watch(emu: Emulator, ex: Exchange, req: Req) -> None:
+    query = dict(req.query)
+    if req.name:
+        selector = f"metadata.name={req.name}"
+        existing = query.get("fieldSelector")
+        query["fieldSelector"] = f"{existing},{selector}" if existing else selector
+    try:
+        float(query.get("timeoutSeconds") or 0)
+        int(query.get("resourceVersion") or 0)
+    except ValueError as exc:
+        raise st.bad_request(f"invalid watch parameters: {exc}") from exc
+    watch = Watch(req.rt, req.namespace)
+    emu.watches.add(watch)
+    try:
+        write = ex.start_stream()
+        serve(emu.store, watch, query, write, emu.bookmark_interval, emu.stopping)
+        ex.end_stream(abort=watch.abort)
+    finally:
+        emu.watches.remove(watch)

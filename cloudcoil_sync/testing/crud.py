@@ -1,0 +1,436 @@
+"""Object semantics: create, read, list, replace, patch, apply and delete on the store."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime
+import json
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import status as st
+from .managed import Writer, apply_patch, manager_name, record_update
+from .patch import json_patch, merge_patch
+from .resources import ResourceType
+from .selectors import field_selector, label_selector
+from .store import Entry, Store, dumps
+from .validation import apply_defaults, check_kind, from_storage, to_storage, validate
+
+__all__ = ["Objects", "Req", "now_iso"]
+
+JSON = dict[str, Any]
+_GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+    "application/strategic-merge-patch+json",
+)
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Req:
+    rt: ResourceType
+    namespace: str
+    name: str = ""
+    subresource: str = ""
+    query: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    content_type: str = "application/json"
+    user_agent: str = ""
+
+    @property
+    def dry_run(self) -> bool:
+        return self.query.get("dryRun") == "All"
+
+    def writer(self, now: str) -> Writer:
+        return Writer(
+            manager_name(self.user_agent, self.query.get("fieldManager")),
+            self.rt.api_version,
+            self.subresource if self.subresource == "status" else "",
+            not self.rt.builtin,
+            now,
+        )
+
+
+def _spec_part(obj: JSON, status_split: bool) -> JSON:
+    skip = {"metadata", "status"} if status_split else {"metadata"}
+    return {k: v for k, v in obj.items() if k not in skip}
+
+
+class Objects:
+    """The write and read paths shared by HTTP handlers and the in-process controllers."""
+
+    def __init__(self, store: Store, require_namespaces: bool = True) -> None:
+        self.store = store
+        self.require_namespaces = require_namespaces
+
+    # -- reads -------------------------------------------------------------------------------
+    def get(self, req: Req) -> JSON:
+        obj = self.store.get(req.rt.key, req.namespace, req.name)
+        if obj is None:
+            raise st.not_found(req.rt.plural, req.rt.group, req.name)
+        return from_storage(req.rt, obj)
+
+    def list_body(self, req: Req) -> bytes:
+        rt = req.rt
+        labels = label_selector(req.query.get("labelSelector"))
+        fields = field_selector(req.query.get("fieldSelector"))
+        filtered = bool(req.query.get("labelSelector") or req.query.get("fieldSelector"))
+        entries, rv = self.store.scan(rt.key, req.namespace or None)
+        start = ""
+        token = req.query.get("continue")
+        if token:
+            try:
+                decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+                rv, start = int(decoded["rv"]), str(decoded["start"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise st.bad_request(f"continue key is not valid: {exc}") from exc
+        limit = int(req.query.get("limit") or 0)
+        chosen: list[tuple[str, Entry]] = []
+        more = False
+        remaining = 0
+        for entry in entries:
+            meta = entry.obj["metadata"]
+            sort_key = (
+                f"{meta.get('namespace', '')}/{meta['name']}" if not req.namespace else meta["name"]
+            )
+            if start and sort_key < start:
+                continue
+            obj = entry.obj
+            if filtered and not (labels(obj) and fields(obj)):
+                continue
+            if limit and len(chosen) >= limit:
+                more = True
+                remaining += 1
+                if filtered:
+                    break
+                continue
+            chosen.append((sort_key, entry))
+        list_meta: JSON = {"resourceVersion": str(rv)}
+        if more:
+            next_start = chosen[-1][0] + "\x00"
+            raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": next_start})
+            list_meta["continue"] = base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+            if not filtered:
+                list_meta["remainingItemCount"] = remaining
+        if rt.builtin and rt.storage == ("", ""):
+            items = b",".join(e.item_raw for _, e in chosen)
+        elif rt.builtin:
+            items = b",".join(dumps(_strip_type(from_storage(rt, e.obj))) for _, e in chosen)
+        else:
+            items = b",".join(e.raw for _, e in chosen)
+        head = dumps({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta})
+        return head[:-1] + b',"items":[' + items + b"]}"
+
+    # -- writes ------------------------------------------------------------------------------
+    def _check_namespace(self, req: Req) -> None:
+        if not req.rt.namespaced or not self.require_namespaces:
+            return
+        ns = self.store.get(("", "namespaces"), "", req.namespace)
+        if ns is None:
+            raise st.not_found("namespaces", "", req.namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise st.ApiError(
+                403,
+                "Forbidden",
+                f'{req.rt.plural} "{req.name}" is forbidden: unable to create new content in '
+                f"namespace {req.namespace} because it is being terminated",
+                {"name": req.name, "kind": req.rt.plural},
+            )
+
+    def create(
+        self, req: Req, body: JSON | None = None, managed: list[JSON] | None = None
+    ) -> tuple[int, JSON]:
+        rt = req.rt
+        obj = copy.deepcopy(body if body is not None else req.body)
+        if not isinstance(obj, dict):
+            raise st.bad_request("the body of the request must be a JSON object")
+        check_kind(rt, obj)
+        meta = obj.setdefault("metadata", {})
+        if rt.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and body_ns != req.namespace:
+                raise st.bad_request(
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request"
+                )
+            meta["namespace"] = req.namespace
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName"):
+            suffix = "".join(random.choices(_GEN_CHARS, k=5))
+            meta["name"] = meta["generateName"] + suffix
+        req.name = meta.get("name", "")
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        validate(rt, obj, rt.group)
+        if rt.status_subresource and rt.plural != "namespaces":
+            obj.pop("status", None)
+        apply_defaults(rt, obj, creating=True)
+        now = now_iso()
+        for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(key, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now
+        if rt.has_generation:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        if managed is None:
+            managed = record_update(None, obj, req.writer(now), rt.status_subresource, [])
+        meta["managedFields"] = managed
+        if not meta["managedFields"]:
+            del meta["managedFields"]
+        with self.store.lock:
+            self._check_namespace(req)
+            if self.store.get(rt.key, req.namespace, req.name) is not None:
+                raise st.already_exists(rt.plural, rt.group, req.name)
+            if req.dry_run:
+                return 201, obj
+            stored = self.store.put(rt.key, to_storage(rt, obj))
+        return 201, from_storage(rt, stored)
+
+    def update(self, req: Req, new: Any, old: JSON, apply_w: Writer | None = None) -> JSON:
+        """Write ``new`` (the client's intended object) over stored ``old`` (storage form)."""
+        rt = req.rt
+        if not isinstance(new, dict):
+            raise st.bad_request("the body of the request must be a JSON object")
+        check_kind(rt, new)
+        view_old = from_storage(rt, old)
+        new = copy.deepcopy(new)
+        meta = new.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise st.bad_request("metadata must be an object")
+        sent_rv = meta.get("resourceVersion")
+        if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
+            raise st.conflict(rt.plural, rt.group, req.name)
+        if meta.get("uid") and meta["uid"] != old["metadata"]["uid"]:
+            raise st.conflict(rt.plural, rt.group, req.name)
+        old_meta = view_old["metadata"]
+        split = rt.status_subresource
+        if split and req.subresource == "status":
+            new = {**view_old, "status": new.get("status")}
+            if new["status"] is None:
+                del new["status"]
+            meta = new["metadata"] = dict(old_meta)
+        elif split:
+            new.pop("status", None)
+            if "status" in view_old:
+                new["status"] = view_old["status"]
+        new["apiVersion"], new["kind"] = rt.api_version, rt.kind
+        for key in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"):
+            if key in old_meta:
+                meta[key] = old_meta[key]
+            else:
+                meta.pop(key, None)
+        if "deletionGracePeriodSeconds" in old_meta:
+            meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
+        meta["resourceVersion"] = old_meta["resourceVersion"]
+        apply_defaults(rt, new, creating=False)
+        validate(rt, new, rt.group)
+        if rt.has_generation:
+            generation = int(old_meta.get("generation", 1))
+            if _spec_part(new, split) != _spec_part(view_old, split):
+                generation += 1
+            meta["generation"] = generation
+        now = now_iso()
+        if apply_w is None:
+            base = meta.get("managedFields")
+            if base is not None and base == old_meta.get("managedFields"):
+                base = None
+            meta["managedFields"] = record_update(
+                view_old, new, req.writer(now), split, base if base else None
+            )
+        if not meta.get("managedFields"):
+            meta.pop("managedFields", None)
+        if new == view_old or _same_but_managed(new, view_old):
+            return view_old
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            if not req.dry_run:
+                with self.store.lock:
+                    self._check_current(req, old)
+                    self.store.remove(rt.key, to_storage(rt, new))
+            return new
+        if req.dry_run:
+            return new
+        with self.store.lock:
+            self._check_current(req, old)
+            stored = self.store.put(rt.key, to_storage(rt, new), old)
+        return from_storage(rt, stored)
+
+    def _check_current(self, req: Req, old: JSON) -> None:
+        current = self.store.get(req.rt.key, req.namespace, req.name)
+        if current is None:
+            raise st.not_found(req.rt.plural, req.rt.group, req.name)
+        if current is not old:
+            raise st.conflict(req.rt.plural, req.rt.group, req.name)
+
+    def replace(self, req: Req) -> tuple[int, JSON]:
+        old = self.store.get(req.rt.key, req.namespace, req.name)
+        if old is None:
+            raise st.not_found(req.rt.plural, req.rt.group, req.name)
+        body = req.body if isinstance(req.body, dict) else {}
+        if (body.get("metadata") or {}).get("name", req.name) != req.name:
+            raise st.bad_request("the name of the object does not match the name on the URL")
+        return 200, self.update(req, body, old)
+
+    def patch(self, req: Req) -> tuple[int, JSON]:
+        rt = req.rt
+        ctype = req.content_type.split(";")[0].strip()
+        if ctype == "application/apply-patch+yaml":
+            return self._apply(req)
+        old = self.store.get(rt.key, req.namespace, req.name)
+        if old is None:
+            raise st.not_found(rt.plural, rt.group, req.name)
+        view = from_storage(rt, old)
+        if ctype == "application/json-patch+json":
+            new = json_patch(view, req.body)
+        elif ctype in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            if not isinstance(req.body, dict):
+                raise st.bad_request("a merge patch must be a JSON object")
+            new = merge_patch(view, req.body)
+        else:
+            raise st.ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types "
+                f"include: {', '.join(_PATCH_TYPES)} (got {ctype})",
+            )
+        return 200, self.update(req, new, old)
+
+    def _apply(self, req: Req) -> tuple[int, JSON]:
+        rt = req.rt
+        if not req.query.get("fieldManager"):
+            raise st.ApiError(
+                422,
+                "Invalid",
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
+                "required for apply patch",
+                {
+                    "group": "meta.k8s.io",
+                    "kind": "PatchOptions",
+                    "causes": [
+                        {
+                            "reason": "FieldValueRequired",
+                            "message": "Required value: is required for apply patch",
+                            "field": "fieldManager",
+                        }
+                    ],
+                },
+            )
+        applied = req.body
+        if not isinstance(applied, dict):
+            raise st.bad_request("an apply patch must be an object")
+        check_kind(rt, applied)
+        force = req.query.get("force") in ("true", "1")
+        w = req.writer(now_iso())
+        old = self.store.get(rt.key, req.namespace, req.name)
+        if old is None:
+            merged = apply_patch(None, applied, w, force, rt.status_subresource)
+            merged.setdefault("metadata", {})["name"] = req.name
+            managed = merged["metadata"].pop("managedFields")
+            return self.create(req, merged, managed)
+        view = from_storage(rt, old)
+        merged = apply_patch(view, applied, w, force, rt.status_subresource)
+        return 200, self.update(req, merged, old, apply_w=w)
+
+    def delete(self, req: Req) -> tuple[int, JSON]:
+        rt = req.rt
+        opts = req.body if isinstance(req.body, dict) else {}
+        policy = req.query.get("propagationPolicy") or opts.get("propagationPolicy") or ""
+        if opts.get("dryRun") == ["All"]:
+            req.query["dryRun"] = "All"
+        pre = opts.get("preconditions") or {}
+        with self.store.lock:
+            old = self.store.get(rt.key, req.namespace, req.name)
+            if old is None:
+                raise st.not_found(rt.plural, rt.group, req.name)
+            meta = old["metadata"]
+            for what, label, hint in (
+                ("uid", "UID", "deleted and then recreated"),
+                ("resourceVersion", "ResourceVersion", "modified"),
+            ):
+                if pre.get(what) and pre[what] != meta.get(what):
+                    detail = {"name": req.name}
+                    if rt.group:
+                        detail["group"] = rt.group
+                    detail["kind"] = rt.kind
+                    raise st.ApiError(
+                        409,
+                        "Conflict",
+                        f'Operation cannot be fulfilled on {rt.kind} "{req.name}": the {label} '
+                        f"in the precondition ({pre[what]}) does not match the {label} in record "
+                        f"({meta.get(what)}). The object might have been {hint}",
+                        detail,
+                    )
+            finalizers = list(meta.get("finalizers") or [])
+            if policy == "Foreground" and "foregroundDeletion" not in finalizers:
+                finalizers.append("foregroundDeletion")
+            elif policy == "Orphan" and "orphan" not in finalizers:
+                finalizers.append("orphan")
+            if rt.plural == "namespaces" and not rt.group:
+                return 200, self._terminate_namespace(req, old)
+            if not finalizers:
+                if req.dry_run:
+                    return 200, st.success(rt.plural, rt.group, req.name, meta["uid"])
+                self.store.remove(rt.key, old)
+                return 200, st.success(rt.plural, rt.group, req.name, meta["uid"])
+            if meta.get("deletionTimestamp") and finalizers == meta.get("finalizers"):
+                return 200, from_storage(rt, old)
+            new = copy.deepcopy(old)
+            new_meta = new["metadata"]
+            new_meta["finalizers"] = finalizers
+            new_meta.setdefault("deletionTimestamp", now_iso())
+            new_meta.setdefault("deletionGracePeriodSeconds", 0)
+            if req.dry_run:
+                return 200, from_storage(rt, new)
+            return 200, from_storage(rt, self.store.put(rt.key, new, old))
+
+    def _terminate_namespace(self, req: Req, old: JSON) -> JSON:
+        if old["metadata"].get("deletionTimestamp"):
+            return from_storage(req.rt, old)
+        new = copy.deepcopy(old)
+        new["metadata"]["deletionTimestamp"] = now_iso()
+        new.setdefault("status", {})["phase"] = "Terminating"
+        if req.dry_run:
+            return new
+        return self.store.put(req.rt.key, new, old)
+
+    def delete_collection(self, req: Req) -> JSON:
+        labels = label_selector(req.query.get("labelSelector"))
+        fields = field_selector(req.query.get("fieldSelector"))
+        entries, _ = self.store.scan(req.rt.key, req.namespace or None)
+        for entry in entries:
+            obj = entry.obj
+            if labels(obj) and fields(obj):
+                meta = obj["metadata"]
+                sub = Req(req.rt, meta.get("namespace", ""), meta["name"], query=dict(req.query))
+                try:
+                    self.delete(sub)
+                except st.ApiError:
+                    continue
+        head = {"kind": req.rt.list_kind, "apiVersion": req.rt.api_version}
+        return {
+            **head,
+            "metadata": {"resourceVersion": str(self.store.resource_version)},
+            "items": [],
+        }
+
+
+def _strip_type(obj: JSON) -> JSON:
+    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+
+
+def _same_but_managed(a: JSON, b: JSON) -> bool:
+    """Equal apart from managedFields timestamps (a no-op write keeps the stored object)."""
+    ma, mb = dict(a.get("metadata") or {}), dict(b.get("metadata") or {})
+    fa = [{k: v for k, v in e.items() if k != "time"} for e in ma.pop("managedFields", []) or []]
+    fb = [{k: v for k, v in e.items() if k != "time"} for e in mb.pop("managedFields", []) or []]
+    return fa == fb and {**a, "metadata": ma} == {**b, "metadata": mb}

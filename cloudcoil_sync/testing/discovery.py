@@ -1,0 +1,140 @@
+"""Discovery documents: /api, /apis, /api/v1, /apis/<group>/<version>, aggregated v2, /version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .resources import ALL_VERBS, Registry, ResourceType
+
+__all__ = ["AGGREGATED", "api_versions", "group_list", "resource_list", "version_info"]
+
+JSON = dict[str, Any]
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+_SUB_VERBS = ["get", "patch", "update"]
+
+
+def version_info() -> JSON:
+    return {
+        "major": "1",
+        "minor": "32",
+        "gitVersion": "v1.32.0-cloudcoil-sync-emulator",
+        "gitCommit": "$Format:%H$",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.23.5",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    }
+
+
+def api_versions(server: str) -> JSON:
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server}],
+    }
+
+
+def group_list(registry: Registry) -> JSON:
+    groups = []
+    for group, versions in registry.groups().items():
+        if not group:
+            continue
+        entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        groups.append({"name": group, "versions": entries, "preferredVersion": entries[0]})
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def _resource(rt: ResourceType) -> JSON:
+    out: JSON = {
+        "name": rt.plural,
+        "singularName": rt.singular,
+        "namespaced": rt.namespaced,
+        "kind": rt.kind,
+        "verbs": sorted(rt.verbs),
+    }
+    if rt.short_names:
+        out["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        out["categories"] = list(rt.categories)
+    return out
+
+
+def _subresource(rt: ResourceType, sub: str) -> JSON:
+    out: JSON = {"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced}
+    if sub == "scale":
+        out.update(group="autoscaling", version="v1", kind="Scale")
+    else:
+        out["kind"] = rt.kind
+    out["verbs"] = ["update"] if sub == "finalize" else list(_SUB_VERBS)
+    return out
+
+
+def resource_list(registry: Registry, group: str, version: str) -> JSON | None:
+    types = [rt for rt in registry.all() if rt.group == group and rt.version == version]
+    if not types:
+        return None
+    resources: list[JSON] = []
+    for rt in types:
+        resources.append(_resource(rt))
+        resources.extend(_subresource(rt, sub) for sub in sorted(rt.subresources))
+    out: JSON = {"kind": "APIResourceList"}
+    if group:
+        out["apiVersion"] = "v1"
+    out["groupVersion"] = f"{group}/{version}" if group else version
+    out["resources"] = resources
+    return out
+
+
+def _aggregated_resource(rt: ResourceType) -> JSON:
+    out: JSON = {
+        "resource": rt.plural,
+        "responseKind": {"group": "", "version": "", "kind": rt.kind},
+        "scope": "Namespaced" if rt.namespaced else "Cluster",
+        "singularResource": rt.singular,
+        "verbs": sorted(rt.verbs or ALL_VERBS),
+    }
+    if rt.short_names:
+        out["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        out["categories"] = list(rt.categories)
+    if rt.subresources:
+        subs = []
+        for sub in sorted(rt.subresources):
+            kind = (
+                {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+                if sub == "scale"
+                else {"group": "", "version": "", "kind": rt.kind}
+            )
+            verbs = ["update"] if sub == "finalize" else list(_SUB_VERBS)
+            subs.append({"subresource": sub, "responseKind": kind, "verbs": verbs})
+        out["subresources"] = subs
+    return out
+
+
+def aggregated(registry: Registry, core: bool) -> JSON:
+    """APIGroupDiscoveryList for the core group (``core``) or for all named groups."""
+    items = []
+    for group, versions in registry.groups().items():
+        if bool(group) == core:
+            continue
+        entries = []
+        for version in versions:
+            types = [rt for rt in registry.all() if rt.group == group and rt.version == version]
+            entries.append(
+                {
+                    "version": version,
+                    "resources": [_aggregated_resource(rt) for rt in types],
+                    "freshness": "Current",
+                }
+            )
+        meta: JSON = {"creationTimestamp": None}
+        if group:
+            meta = {"name": group, "creationTimestamp": None}
+        items.append({"metadata": meta, "versions": entries})
+    return {
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    }

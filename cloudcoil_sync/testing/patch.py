@@ -1,0 +1,147 @@
+"""JSON patch (RFC 6902, including ``test``) and JSON merge patch (RFC 7386)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .status import ApiError
+
+__all__ = ["PatchError", "json_patch", "merge_patch"]
+
+
+class PatchError(ApiError):
+    """A JSON patch that cannot be applied; kube-apiserver answers 422 with a generic message."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(
+            422, "Invalid", "the server rejected our request due to an error in our request", {}
+        )
+        self.why = why
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def _parts(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchError(f"path {path!r} does not start with /")
+    return [_unescape(p) for p in path[1:].split("/")]
+
+
+def _index(container: list[Any], token: str, adding: bool) -> int:
+    if token == "-" and adding:
+        return len(container)
+    if not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+        raise PatchError(f"invalid array index {token!r}")
+    idx = int(token)
+    limit = len(container) if adding else len(container) - 1
+    if idx > limit:
+        raise PatchError(f"array index {idx} out of range")
+    return idx
+
+
+def _parent(doc: Any, parts: list[str]) -> Any:
+    node = doc
+    for token in parts[:-1]:
+        if isinstance(node, dict):
+            if token not in node:
+                raise PatchError(f"missing path segment {token!r}")
+            node = node[token]
+        elif isinstance(node, list):
+            node = node[_index(node, token, False)]
+        else:
+            raise PatchError(f"cannot traverse into {type(node).__name__}")
+    return node
+
+
+def _get(doc: Any, path: str) -> Any:
+    parts = _parts(path)
+    if not parts:
+        return doc
+    parent = _parent(doc, parts)
+    last = parts[-1]
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise PatchError(f"path {path!r} not found")
+        return parent[last]
+    if isinstance(parent, list):
+        return parent[_index(parent, last, False)]
+    raise PatchError(f"path {path!r} not found")
+
+
+def _add(doc: Any, path: str, value: Any) -> Any:
+    parts = _parts(path)
+    if not parts:
+        return value
+    parent = _parent(doc, parts)
+    last = parts[-1]
+    if isinstance(parent, dict):
+        parent[last] = value
+    elif isinstance(parent, list):
+        parent.insert(_index(parent, last, True), value)
+    else:
+        raise PatchError(f"cannot add to {type(parent).__name__}")
+    return doc
+
+
+def _remove(doc: Any, path: str) -> Any:
+    parts = _parts(path)
+    if not parts:
+        raise PatchError("cannot remove the whole document")
+    parent = _parent(doc, parts)
+    last = parts[-1]
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise PatchError(f"path {path!r} not found")
+        del parent[last]
+    elif isinstance(parent, list):
+        del parent[_index(parent, last, False)]
+    else:
+        raise PatchError(f"path {path!r} not found")
+    return doc
+
+
+def json_patch(doc: Any, ops: Any) -> Any:
+    """Apply RFC 6902 ``ops`` to a copy of ``doc``."""
+    if not isinstance(ops, list):
+        raise PatchError("a JSON patch must be a list of operations")
+    doc = copy.deepcopy(doc)
+    for op in ops:
+        if not isinstance(op, dict) or "op" not in op or "path" not in op:
+            raise PatchError(f"malformed operation {op!r}")
+        kind, path = op["op"], op["path"]
+        if kind == "add":
+            doc = _add(doc, path, copy.deepcopy(op.get("value")))
+        elif kind == "remove":
+            doc = _remove(doc, path)
+        elif kind == "replace":
+            _get(doc, path)
+            doc = _add(_remove(doc, path), path, copy.deepcopy(op.get("value")))
+        elif kind == "move":
+            value = _get(doc, op["from"])
+            doc = _add(_remove(doc, op["from"]), path, value)
+        elif kind == "copy":
+            doc = _add(doc, path, copy.deepcopy(_get(doc, op["from"])))
+        elif kind == "test":
+            if _get(doc, path) != op.get("value"):
+                raise PatchError(f"test failed at {path!r}")
+        else:
+            raise PatchError(f"unknown operation {kind!r}")
+    return doc
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge recursively, ``null`` deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result

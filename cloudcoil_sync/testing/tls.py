@@ -1,0 +1,137 @@
+"""Certificates for the emulator: a per-process CA and a serving certificate it signs.
+
+EC P-256 keys keep generation fast; the CA is generated once per process and cached.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import ssl
+import tempfile
+import threading
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+__all__ = ["CertificateAuthority", "ServingCert", "default_ca", "server_context"]
+
+
+@dataclass(frozen=True)
+class ServingCert:
+    cert_pem: bytes
+    key_pem: bytes
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+class CertificateAuthority:
+    """A self-signed CA that issues serving certificates for loopback names."""
+
+    def __init__(self, common_name: str = "cloudcoil-sync-emulator-ca") -> None:
+        self._key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        now = datetime.datetime.now(datetime.UTC)
+        self._name = name
+        self._cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self._key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=3650))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(self._key, hashes.SHA256())
+        )
+        self.cert_pem = self._cert.public_bytes(serialization.Encoding.PEM)
+        self._lock = threading.Lock()
+        self._serving: dict[tuple[str, ...], ServingCert] = {}
+
+    def issue(self, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> ServingCert:
+        """A serving certificate for ``hosts`` (IPs or DNS names), cached per host set."""
+        with self._lock:
+            cached = self._serving.get(hosts)
+            if cached is not None:
+                return cached
+            key = ec.generate_private_key(ec.SECP256R1())
+            sans: list[x509.GeneralName] = []
+            for host in hosts:
+                try:
+                    sans.append(x509.IPAddress(ipaddress.ip_address(host)))
+                except ValueError:
+                    sans.append(x509.DNSName(host))
+            now = datetime.datetime.now(datetime.UTC)
+            cert = (
+                x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+                .issuer_name(self._name)
+                .public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(hours=1))
+                .not_valid_after(now + datetime.timedelta(days=365))
+                .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(
+                    x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
+                    critical=False,
+                )
+                .sign(self._key, hashes.SHA256())
+            )
+            serving = ServingCert(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+            self._serving[hosts] = serving
+            return serving
+
+
+_default_lock = threading.Lock()
+_default: CertificateAuthority | None = None
+
+
+def default_ca() -> CertificateAuthority:
+    """The process-wide CA (generated on first use)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = CertificateAuthority()
+        return _default
+
+
+def server_context(serving: ServingCert) -> ssl.SSLContext:
+    """A TLS >= 1.2 server context loaded with ``serving``."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    # load_cert_chain only reads files; the files live only for this call.
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_path = os.path.join(tmp, "tls.crt")
+        key_path = os.path.join(tmp, "tls.key")
+        with open(cert_path, "wb") as f:
+            f.write(serving.cert_pem)
+        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(serving.key_pem)
+        ctx.load_cert_chain(cert_path, key_path)
+    return ctx
