@@ -90,6 +90,8 @@ def api_metadata(model: type[Resource]) -> tuple[str | None, str | None, tuple[s
         mapping = lookup(model)
     except (LookupError, TypeError):
         return None, None, ()
+    if mapping.subresource_only:  # e.g. Scale: only served as a subresource of others
+        return None, None, ()
     scope = "Namespaced" if mapping.namespaced else "Cluster"
     return mapping.plural, scope, tuple(mapping.subresources)
 
