@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cloudcoil_sync.client.api import ResourceClient
 from cloudcoil_sync.client.errors import APIError, Expired, api_error
+from cloudcoil_sync.client.watch import Watch
 from cloudcoil_sync.controller.store import JSON, IndexFunc, ObjectKey, Store, object_key
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "DEFAULT_RESYNC_PERIOD",
     "DEFAULT_WATCH_TIMEOUT",
     "MIN_RESYNC_PERIOD",
+    "ClientListWatch",
     "Informer",
     "InformerFailed",
     "ListWatch",
@@ -57,8 +60,9 @@ class WatchStream(Protocol):
 class ListWatch(Protocol):
     """What an informer needs from the API client for one kind and scope (raw JSON)."""
 
-    def list_page(self, *, limit: int, continue_token: str | None) -> JSON:
-        """One page of a list: the list object with `items` and `metadata`."""
+    def list(self, *, limit: int) -> tuple[list[JSON], str]:
+        """Every object (following `continue` pages of `limit`) and the list's
+        resourceVersion."""
         ...
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> WatchStream:
@@ -254,10 +258,12 @@ class Informer:
                 started = self._clock()
                 if self._watch_once(remaining):
                     failures = 0
-                elif self._clock() - started < 1 and not self._resync_requested:
+                elif self._stop.is_set() or self._resync_requested:
+                    continue
+                elif self._clock() - started < 1:
                     # An empty stream that ended at once: do not spin on reconnects.
                     failures += 1
-                    self._back_off(failures, "watch stream ended without events", None)
+                    self._back_off(failures, "watch stream ended at once", None, quiet=True)
             except _Relist:
                 need_list = True
             except _HandlerError as error:
@@ -275,31 +281,22 @@ class Informer:
                 failures += 1
                 self._back_off(failures, error, None)
 
-    def _back_off(self, failures: int, error: object, hint: float | None) -> None:
+    def _back_off(
+        self, failures: int, error: object, hint: float | None, *, quiet: bool = False
+    ) -> None:
         delay = min(self._max_backoff, self._min_backoff * 2 ** min(failures - 1, 16))
         delay *= random.uniform(0.9, 1.1)
         if hint is not None:
             delay = max(delay, min(hint, self._max_backoff))
-        logger.warning(
-            "Informer %s: %s; retrying in %.1fs", self.name, error, delay, exc_info=False
-        )
+        level = logging.DEBUG if quiet and failures < 3 else logging.WARNING
+        logger.log(level, "Informer %s: %s; retrying in %.2fs", self.name, error, delay)
         self._stop.wait(delay)
 
     def _relist(self) -> None:
-        items: list[JSON] = []
-        token: str | None = None
-        version = ""
-        while True:
-            page = self._source.list_page(limit=self._page_size, continue_token=token)
-            if self._stop.is_set():
-                return
-            items.extend(self._prepare(item) for item in page.get("items") or [])
-            metadata = page.get("metadata") or {}
-            version = metadata.get("resourceVersion") or version
-            token = metadata.get("continue") or None
-            if not token:
-                break
-        old = self.store.replace(items)
+        items, version = self._source.list(limit=self._page_size)
+        if self._stop.is_set():
+            return
+        old = self.store.replace(self._prepare(item) for item in items)
         self._resource_version = version
         self.list_count += 1
         self._dispatch_relist(old)
@@ -427,3 +424,57 @@ def _close_quietly(stream: WatchStream) -> None:
         stream.close()
     except Exception:
         logger.debug("Closing a watch stream failed", exc_info=True)
+
+
+class _ClientStream:
+    """A client `Watch` seen as `(type, object)` pairs."""
+
+    def __init__(self, watch: Watch) -> None:
+        self._watch = watch
+
+    def __iter__(self) -> Iterator[tuple[str, JSON]]:
+        for event in self._watch:
+            yield event.type, event.object
+
+    def close(self) -> None:
+        self._watch.close()
+
+
+class ClientListWatch:
+    """`ListWatch` over the project's client for one kind, scope and selectors."""
+
+    def __init__(
+        self,
+        client: ResourceClient[Any],
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> None:
+        self._client = client.raw
+        self._namespace = namespace
+        self._all = namespace is None
+        self._label_selector = label_selector
+        self._field_selector = field_selector
+
+    def list(self, *, limit: int) -> tuple[list[JSON], str]:
+        result = self._client.list(
+            namespace=self._namespace,
+            all_namespaces=self._all,
+            label_selector=self._label_selector,
+            field_selector=self._field_selector,
+            limit=limit,
+        )
+        return result.items, result.resource_version
+
+    def watch(self, *, resource_version: str, timeout_seconds: int) -> WatchStream:
+        watch = self._client.watch(
+            namespace=self._namespace,
+            all_namespaces=self._all,
+            label_selector=self._label_selector,
+            field_selector=self._field_selector,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            allow_bookmarks=True,
+        )
+        return _ClientStream(watch)

@@ -64,7 +64,7 @@ class FakeSource:
         self.history: list[tuple[int, str, JSON]] = []
         self.oldest = self.rv  # watches from an older resourceVersion get 410
         self.streams: list[FakeStream] = []
-        self.list_calls: list[tuple[int, str | None]] = []
+        self.list_calls: list[int] = []
         self.watch_calls: list[str] = []
         self.list_errors: list[BaseException] = []
         self.watch_errors: list[BaseException] = []
@@ -155,19 +155,13 @@ class FakeSource:
 
     # -- ListWatch ---------------------------------------------------------------------------
 
-    def list_page(self, *, limit: int, continue_token: str | None) -> JSON:
+    def list(self, *, limit: int) -> tuple[list[JSON], str]:
         with self.lock:
-            self.list_calls.append((limit, continue_token))
+            self.list_calls.append(limit)
             if self.list_errors:
                 raise self.list_errors.pop(0)
             items = [self.objects[key] for key in sorted(self.objects)]
-            start = int(continue_token or 0)
-            page = items[start : start + limit]
-            more = start + limit < len(items)
-            metadata: JSON = {"resourceVersion": str(self.rv)}
-            if more:
-                metadata["continue"] = str(start + limit)
-            return {"kind": "ConfigMapList", "metadata": metadata, "items": _copy(page)}
+            return _copy(items), str(self.rv)
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> FakeStream:
         with self.lock:
