@@ -190,12 +190,16 @@ class Controller(Generic[T]):
 
     # Handlers -----------------------------------------------------------------
 
-    def reconcile(self, *, every: float | None = None) -> Callable[[F], F]:
+    def reconcile(
+        self, function: object = None, /, *, every: float | None = None
+    ) -> Callable[[F], F]:
         """Register the reconcile handler: `(resource)` or `(resource, ctx)`.
 
         It returns the edited resource (persisted as a guarded patch), a `Result`,
         or None; it may raise `Wait`. `every` requeues after that many seconds.
         """
+        if function is not None:
+            raise TypeError("Use @controller.reconcile() with parentheses")
         if self.reconciler is not None:
             raise ValueError("A constructor reconciler is already registered")
         return self.registry.reconcile(every=every)
@@ -216,8 +220,10 @@ class Controller(Generic[T]):
         """A root-level first-match case; `when` is a plain predicate returning bool."""
         return self.registry.branches.case(when=when, after=after)
 
-    def otherwise(self) -> Callable[[F], F]:
+    def otherwise(self, function: object = None, /) -> Callable[[F], F]:
         """The mandatory fallback of root-level cases."""
+        if function is not None:
+            raise TypeError("Use @controller.otherwise() with parentheses")
         return self.registry.branches.otherwise()
 
     def finalize(self, key: str) -> Callable[[F], F]:

@@ -540,3 +540,11 @@ def test_low_level_cases():
 
     with pytest.raises(TypeError, match="predicate: predicates must be synchronous"):
         Cases().case("A", when=predicate)
+
+
+def test_decorators_used_without_parentheses_explain_themselves():
+    controller = Controller(ConfigMap)
+    with pytest.raises(TypeError, match=r"Use @controller.reconcile\(\) with parentheses"):
+        controller.reconcile(noop)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"Use @controller.otherwise\(\) with parentheses"):
+        controller.otherwise(noop)  # type: ignore[call-arg]
