@@ -43,6 +43,7 @@ def peer_serial(host: WebhookHost, context: ssl.SSLContext) -> int:
         context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
     ):
         der = tls.getpeercert(binary_form=True)
+    assert der is not None
     from cryptography import x509
 
     return x509.load_der_x509_certificate(der).serial_number

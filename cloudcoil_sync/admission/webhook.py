@@ -1,0 +1,501 @@
+"""`AdmissionWebhook`: the WSGI application that answers AdmissionReview v1 requests.
+
+Each path serves one route. Reviews are parsed strictly and checked against the route
+before any handler runs; handlers are plain functions run on a bounded pool of worker
+threads under the route's deadline (a handler past it is abandoned, never killed, and its
+late result discarded). Answers follow cloudcoil 0.8: 404 unknown path, 405 not POST, 415
+not JSON, 413 too large, 400 malformed or mismatched review, 504 deadline, 500 handler
+defect; otherwise 200 with the AdmissionReview response.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import ValidationError
+
+from cloudcoil_sync.admission.request import (
+    AdmissionDenied,
+    AdmissionRequest,
+    CachedReader,
+    UserInfo,
+)
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIEnvironment
+
+    from cloudcoil.resources import Resource
+
+    from cloudcoil_sync.client import Config
+
+__all__ = ["AdmissionWebhook", "HandlerPool", "InvalidReview", "RouteLike"]
+
+log = logging.getLogger("cloudcoil_sync.admission")
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+REVIEW_API_VERSION = "admission.k8s.io/v1"
+_INVALID = "Invalid or mismatched admission.k8s.io/v1 AdmissionReview"
+_FAILED = "Admission webhook failed"
+
+
+class RouteLike(Protocol):
+    """What serving needs of an admission route (`cloudcoil_sync.admission.routes.Route`)."""
+
+    @property
+    def model(self) -> type[Resource]: ...
+    @property
+    def handler(self) -> Callable[[Any], Any]: ...
+    @property
+    def mutation(self) -> bool: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def resource(self) -> str: ...
+    @property
+    def operations(self) -> tuple[str, ...]: ...
+    @property
+    def subresource(self) -> str: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def timeout_seconds(self) -> int: ...
+    @property
+    def model_gvk(self) -> tuple[str, str, str]: ...
+    @property
+    def target_gvk(self) -> tuple[str, str, str]: ...
+
+
+class RouteTable(Protocol):
+    """`AdmissionRoutes`: routes by path, plus the Config and body limit they are served with."""
+
+    @property
+    def routes(self) -> Mapping[str, RouteLike]: ...
+    @property
+    def config(self) -> Config | None: ...
+    @property
+    def max_body_bytes(self) -> int: ...
+
+
+class InvalidReview(ValueError):
+    """The body is not a well-formed AdmissionReview v1 for this route."""
+
+
+class HandlerPool:
+    """A bounded set of daemon threads running handlers; a stuck one is abandoned, not joined.
+
+    `submit` queues work; `close` stops idle workers and joins them within a bound.
+    """
+
+    def __init__(self, max_workers: int = 16, *, name: str = "admission-handler") -> None:
+        if max_workers < 1:
+            raise ValueError("max_workers must be at least 1")
+        self.max_workers = max_workers
+        self.name = name
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._closed = False
+
+    def submit(self, function: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("The admission handler pool is closed")
+            self._work.put((future, function))
+            if self._idle <= 0 and len(self._threads) < self.max_workers:
+                thread = threading.Thread(
+                    target=self._run, name=f"{self.name}-{len(self._threads) + 1}", daemon=True
+                )
+                self._threads.append(thread)
+                self._idle += 1
+                thread.start()
+            self._idle -= 1  # reserved for this item (may go negative while queued)
+        return future
+
+    def _run(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            future, function = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(function())
+                except BaseException as error:
+                    future.set_exception(error)
+            with self._lock:
+                self._idle += 1
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop the workers (queued work is cancelled); True if all joined within `timeout`."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._work.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in threads)
+
+
+class AdmissionWebhook:
+    """WSGI application serving `routes` (an `AdmissionRoutes` table or routes by path).
+
+    `config` (else the table's) backs `request.client(...)`; `cache` backs
+    `request.cached(...)`. `max_workers` bounds concurrent handlers; close() joins them.
+    """
+
+    def __init__(
+        self,
+        routes: RouteTable | Mapping[str, RouteLike] | Iterable[RouteLike],
+        *,
+        config: Config | None = None,
+        cache: CachedReader | None = None,
+        max_body_bytes: int | None = None,
+        max_workers: int = 16,
+    ) -> None:
+        table_config = getattr(routes, "config", None)
+        table_limit = getattr(routes, "max_body_bytes", None)
+        if hasattr(routes, "routes"):
+            routes = routes.routes
+        if isinstance(routes, Mapping):
+            self.routes: dict[str, RouteLike] = dict(routes)
+        else:
+            self.routes = {route.path: route for route in routes}
+        self.config = config if config is not None else table_config
+        self.cache = cache
+        self.max_body_bytes = max_body_bytes or table_limit or DEFAULT_MAX_BODY_BYTES
+        self.pool = HandlerPool(max_workers)
+
+    def close(self, timeout: float = 5.0) -> bool:
+        return self.pool.close(timeout)
+
+    # -- WSGI ------------------------------------------------------------------------------
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+        status, document = self.handle(environ)
+        body = json.dumps(document, separators=(",", ":")).encode()
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        if status == 405:
+            headers.append(("Allow", "POST"))
+        start_response(_STATUS[status], headers)
+        return [body]
+
+    def handle(self, environ: WSGIEnvironment) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON document) for one WSGI request."""
+        path = environ.get("PATH_INFO", "")
+        method = environ.get("REQUEST_METHOD", "GET")
+        route = self.routes.get(path)
+        if route is None:
+            if path == "/healthz" and method == "GET":
+                return 200, {"status": "ok"}
+            return 404, {"message": "Unknown webhook path"}
+        if method != "POST":
+            return 405, {"message": "Method not allowed"}
+        media_type = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+        if media_type != "application/json":
+            return 415, {"message": "Expected application/json"}
+        deadline = time.monotonic() + route.timeout_seconds
+        body = self._read_body(environ)
+        if body is None:
+            return 413, {"message": "Request body too large"}
+        try:
+            review = parse_review(body, route)
+        except InvalidReview as error:
+            log.debug("Rejected admission review on %s: %s", path, error)
+            return 400, {"message": _INVALID}
+        return self._admit(route, review, deadline)
+
+    def _read_body(self, environ: WSGIEnvironment) -> bytes | None:
+        try:
+            declared = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        if declared > self.max_body_bytes:
+            return None
+        stream = environ["wsgi.input"]
+        body: bytes = stream.read(declared) if declared else stream.read(self.max_body_bytes + 1)
+        return None if len(body) > self.max_body_bytes else body
+
+    # -- admission -------------------------------------------------------------------------
+
+    def _admit(
+        self, route: RouteLike, review: dict[str, Any], deadline: float
+    ) -> tuple[int, dict[str, Any]]:
+        uid = review["uid"]
+        try:
+            resource = _typed(route, review.get("object"))
+            old_resource = _typed(route, review.get("oldObject"))
+        except ValidationError as error:
+            return 200, _response(uid, False, status=_invalid_status(error))
+        request: AdmissionRequest[Any] = AdmissionRequest(
+            uid=uid,
+            operation=review["operation"],
+            resource=resource,
+            old_resource=old_resource,
+            name=review.get("name", ""),
+            namespace=review.get("namespace", ""),
+            subresource=review.get("subResource", ""),
+            dry_run=review.get("dryRun", False),
+            user_info=_user_info(review.get("userInfo")),
+            options=review.get("options"),
+            raw_object=review.get("object"),
+            raw_old_object=review.get("oldObject"),
+            config=self.config,
+            cache=self.cache,
+        )
+        before = resource.model_copy(deep=True) if resource is not None else None
+        outcome = self._run(route, request, deadline)
+        if isinstance(outcome, tuple):
+            return outcome
+        if isinstance(outcome, AdmissionDenied):
+            status = {"code": outcome.code, "reason": outcome.reason, "message": outcome.message}
+            return 200, _response(uid, False, status=status)
+        try:
+            patch = _patch(route, request, before, outcome)
+        except Exception:
+            log.exception("Admission handler %s returned an unusable result", _name(route))
+            return 500, {"message": _FAILED}
+        if not patch:
+            return 200, _response(uid, True)
+        encoded = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
+        return 200, _response(uid, True, patchType="JSONPatch", patch=encoded)
+
+    def _run(
+        self, route: RouteLike, request: AdmissionRequest[Any], deadline: float
+    ) -> Any | AdmissionDenied | tuple[int, dict[str, Any]]:
+        """The handler's result, its AdmissionDenied, or a ready (status, document) error."""
+        handler = route.handler
+        try:
+            future = self.pool.submit(lambda: handler(request))
+        except RuntimeError:
+            return 503, {"message": "Admission webhook is shutting down"}
+        try:
+            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            if not future.cancel():
+                future.add_done_callback(_late)
+                log.warning(
+                    "Admission handler %s exceeded its %ss deadline; abandoned",
+                    _name(route),
+                    route.timeout_seconds,
+                )
+            return 504, {"message": "Admission webhook timed out"}
+        except AdmissionDenied as denied:
+            return denied
+        except Exception:
+            log.exception("Admission handler %s failed", _name(route))
+            return 500, {"message": _FAILED}
+
+
+def _late(future: Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.info("An abandoned admission handler later failed: %r", future.exception())
+
+
+def _name(route: RouteLike) -> str:
+    handler = route.handler
+    return f"{getattr(handler, '__qualname__', handler)!s} ({route.path})"
+
+
+def _typed(route: RouteLike, raw: dict[str, Any] | None) -> Resource | None:
+    return None if raw is None else route.model.model_validate(raw)
+
+
+def _patch(
+    route: RouteLike,
+    request: AdmissionRequest[Any],
+    before: Resource | None,
+    after: Any,
+) -> list[dict[str, Any]]:
+    if not route.mutation:
+        if after is not None:
+            raise TypeError("Validating handlers return None, or raise AdmissionDenied")
+        return []
+    if after is None:
+        return []
+    if before is None or request.raw_object is None:
+        raise TypeError("A mutating handler cannot return an object for a DELETE")
+    if not isinstance(after, route.model):
+        raise TypeError(
+            f"Mutating handlers return their {route.model.__name__} or None, "
+            f"not {type(after).__name__}"
+        )
+    from cloudcoil_sync.patches import mutation_patch
+
+    return mutation_patch(request.raw_object, before, after)
+
+
+def _response(uid: str, allowed: bool, **fields: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": REVIEW_API_VERSION,
+        "kind": "AdmissionReview",
+        "response": {"uid": uid, "allowed": allowed, **fields},
+    }
+
+
+def _invalid_status(error: ValidationError) -> dict[str, Any]:
+    problems = [
+        (".".join(str(part) for part in item["loc"]) or "<root>", item["msg"])
+        for item in error.errors(include_url=False, include_input=False)
+    ]
+    summary = "; ".join(f"{where}: {message}" for where, message in problems[:3])
+    causes = [
+        {"reason": "FieldValueInvalid", "field": where[:256], "message": message[:256]}
+        for where, message in problems[:20]
+    ]
+    return {
+        "code": 422,
+        "reason": "Invalid",
+        "message": f"Invalid resource: {summary}",
+        "details": {"causes": causes},
+    }
+
+
+def _user_info(raw: dict[str, Any] | None) -> UserInfo:
+    raw = raw or {}
+    return UserInfo(
+        username=raw.get("username", ""),
+        uid=raw.get("uid", ""),
+        groups=tuple(raw.get("groups") or ()),
+        extra={key: tuple(values) for key, values in (raw.get("extra") or {}).items()},
+    )
+
+
+# -- strict AdmissionReview parsing ----------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise InvalidReview(f"non-finite number {name}")
+
+
+def parse_review(body: bytes, route: RouteLike) -> dict[str, Any]:
+    """The `request` member of an AdmissionReview v1 that matches `route`, else InvalidReview."""
+    try:
+        document = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise InvalidReview(f"not JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise InvalidReview("not an object")
+    if document.get("apiVersion") != REVIEW_API_VERSION or document.get("kind") != (
+        "AdmissionReview"
+    ):
+        raise InvalidReview("not an admission.k8s.io/v1 AdmissionReview")
+    review = document.get("request")
+    if not isinstance(review, dict):
+        raise InvalidReview("request missing")
+    _check_shape(review)
+    _check_route(review, route)
+    return review
+
+
+_STRINGS = ("name", "namespace", "subResource")
+_OBJECTS = ("object", "oldObject", "options")
+
+
+def _check_shape(review: dict[str, Any]) -> None:
+    uid = review.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise InvalidReview("request.uid must be a non-empty string")
+    _check_strings(review.get("kind"), ("group", "version", "kind"), "request.kind")
+    _check_strings(review.get("resource"), ("group", "version", "resource"), "request.resource")
+    for key in ("requestKind", "requestResource"):
+        if review.get(key) is not None and not isinstance(review[key], dict):
+            raise InvalidReview(f"request.{key} must be an object")
+    if review.get("operation") not in ("CREATE", "UPDATE", "DELETE"):
+        raise InvalidReview("request.operation must be CREATE, UPDATE or DELETE")
+    for key in _STRINGS:
+        if not isinstance(review.get(key, ""), str):
+            raise InvalidReview(f"request.{key} must be a string")
+    for key in _OBJECTS:
+        if review.get(key) is not None and not isinstance(review[key], dict):
+            raise InvalidReview(f"request.{key} must be an object or null")
+    if not isinstance(review.get("dryRun", False), bool):
+        raise InvalidReview("request.dryRun must be a boolean")
+    _check_user(review.get("userInfo"))
+
+
+def _check_strings(value: Any, keys: tuple[str, ...], where: str) -> None:
+    if not isinstance(value, dict) or not all(isinstance(value.get(key), str) for key in keys):
+        raise InvalidReview(f"{where} must have string {', '.join(keys)}")
+
+
+def _check_user(user: Any) -> None:
+    if user is None:
+        return
+    if not isinstance(user, dict):
+        raise InvalidReview("request.userInfo must be an object")
+    if not all(isinstance(user.get(key, ""), str) for key in ("username", "uid")):
+        raise InvalidReview("request.userInfo username/uid must be strings")
+    groups = user.get("groups") or []
+    if not isinstance(groups, list) or not all(isinstance(group, str) for group in groups):
+        raise InvalidReview("request.userInfo.groups must be a list of strings")
+    extra = user.get("extra") or {}
+    if not isinstance(extra, dict) or not all(
+        isinstance(values, list) and all(isinstance(value, str) for value in values)
+        for values in extra.values()
+    ):
+        raise InvalidReview("request.userInfo.extra must map to lists of strings")
+
+
+def _api_version(group: str, version: str) -> str:
+    return f"{group}/{version}" if group else version
+
+
+def _check_route(review: dict[str, Any], route: RouteLike) -> None:
+    kind = review["kind"]
+    if (kind["group"], kind["version"], kind["kind"]) != route.model_gvk:
+        raise InvalidReview("request.kind does not match the route model")
+    resource = review["resource"]
+    group, version, _ = route.target_gvk
+    if (resource["group"], resource["version"], resource["resource"]) != (
+        group,
+        version,
+        route.resource,
+    ):
+        raise InvalidReview("request.resource does not match the route")
+    operation = review["operation"]
+    if operation not in route.operations:
+        raise InvalidReview(f"operation {operation} is not registered for this route")
+    if review.get("subResource", "") != route.subresource:
+        raise InvalidReview("request.subResource does not match the route")
+    namespace = review.get("namespace", "")
+    if (route.scope == "Namespaced" and not namespace) or (route.scope == "Cluster" and namespace):
+        raise InvalidReview("request.namespace does not fit the route scope")
+    new, old = review.get("object"), review.get("oldObject")
+    expected = {"CREATE": (True, False), "UPDATE": (True, True), "DELETE": (False, True)}
+    if (new is not None, old is not None) != expected[operation]:
+        raise InvalidReview(f"{operation} has the wrong object/oldObject combination")
+    model_group, model_version, model_kind = route.model_gvk
+    for item in (new, old):
+        if item is not None and (
+            item.get("apiVersion") != _api_version(model_group, model_version)
+            or item.get("kind") != model_kind
+        ):
+            raise InvalidReview("object apiVersion/kind do not match the route model")
+
+
+_STATUS = {
+    200: "200 OK",
+    400: "400 Bad Request",
+    404: "404 Not Found",
+    405: "405 Method Not Allowed",
+    413: "413 Payload Too Large",
+    415: "415 Unsupported Media Type",
+    500: "500 Internal Server Error",
+    503: "503 Service Unavailable",
+    504: "504 Gateway Timeout",
+}
