@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from cloudcoil.resources import Resource
 
@@ -35,6 +35,7 @@ __all__ = [
     "HEALTH_PATHS",
     "AdmissionRoutes",
     "Route",
+    "RouteTable",
     "ScopedAdmission",
     "api_metadata",
     "dns_label",
@@ -392,12 +393,23 @@ def default_path(
     return f"/{'mutate' if mutation else 'validate'}/{name}-{digest}"
 
 
-class ScopedAdmission:
-    """Decorator registry of one Application or Controller (`@x.validate`, `@x.mutate`)."""
+class RouteTable(Protocol):
+    """Anything holding routes by path: `AdmissionRoutes` or a serving `AdmissionWebhook`."""
 
-    def __init__(self, check: Callable[[], None], table: AdmissionRoutes | None = None) -> None:
+    routes: dict[str, Any]
+    config: Any
+    max_body_bytes: int
+
+
+class ScopedAdmission:
+    """Decorator registry of one Application or Controller (`@x.validate`, `@x.mutate`).
+
+    With `table`, routes are added to that table (an app's `admission=`), as 0.8 does.
+    """
+
+    def __init__(self, check: Callable[[], None], table: RouteTable | None = None) -> None:
         self.check = check
-        self.table = table if table is not None else AdmissionRoutes()
+        self.table: RouteTable = table if table is not None else AdmissionRoutes()
 
     @property
     def routes(self) -> dict[str, Route]:
@@ -418,11 +430,10 @@ class ScopedAdmission:
                     target=settings.get("target") or model,
                     subresource=settings.get("subresource", ""),
                 )
-            self.table.add(
-                build_route(
-                    model, handler, mutation=mutation, path=path, taken=self.routes, **settings
-                )
+            route = build_route(
+                model, handler, mutation=mutation, path=path, taken=self.routes, **settings
             )
+            self.routes[route.path] = route
             return handler
 
         return register

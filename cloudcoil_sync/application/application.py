@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cloudcoil.resources import Resource
 
-from cloudcoil_sync.admission.routes import AdmissionRoutes, Route, ScopedAdmission
+from cloudcoil_sync.admission.routes import AdmissionRoutes, Route, RouteTable, ScopedAdmission
 from cloudcoil_sync.controller.definition import Controller
 from cloudcoil_sync.controller.health import HealthServer
 from cloudcoil_sync.controller.leader import LeaderElection
@@ -61,7 +61,7 @@ class Application:
         namespace: str | None = None,
         config: Config | None = None,
         rules: Sequence[RBACRule] = (),
-        admission: AdmissionRoutes | None = None,
+        admission: RouteTable | None = None,
         webhook: WebhookServer | None = None,
         leader_election: LeaderElection | bool | None = None,
         health: HealthServer | None = None,
@@ -75,7 +75,9 @@ class Application:
         self.rules = tuple(_typed(rules, RBACRule, "rules"))
         self.webhook = _optional(webhook, WebhookServer, "webhook")
         self.health = _optional(health, HealthServer, "health")
-        self.admission = _optional(admission, AdmissionRoutes, "admission")
+        if admission is not None and not isinstance(getattr(admission, "routes", None), dict):
+            raise TypeError("admission must be an AdmissionWebhook or AdmissionRoutes")
+        self.admission = admission
         if admission is not None and admission.config not in (None, config):
             raise ValueError("AdmissionWebhook must share the operator Config")
         election = LeaderElection(name) if leader_election is True else leader_election or None

@@ -252,3 +252,40 @@ def test_settings_types_are_checked():
         Application("ops", rules=("get",))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="webhook must be a WebhookServer or None"):
         Application("ops", webhook=True)  # type: ignore[arg-type]
+
+
+def test_admission_table_passed_to_the_application():
+    from cloudcoil_sync.admission import AdmissionRoutes
+
+    table = AdmissionRoutes(max_body_bytes=1024)
+    table.validating(Deployment, path="/validate/deployments")(noop)
+    app = Application("ops", admission=table, webhook=WebhookServer())
+
+    @app.mutate(Deployment)
+    def defaults(request):
+        return None
+
+    app.validate_definition()
+    assert next(r.path for r in app.routes) == "/validate/deployments"
+    assert len(table.routes) == 2  # decorators add to the passed table, as in 0.8
+    assert app.admission_routes().max_body_bytes == 1024
+    with pytest.raises(ValueError, match="Webhook paths must be unique absolute paths"):
+        app.validate(Deployment, path="/validate/deployments")(noop)
+    with pytest.raises(TypeError, match="admission must be an AdmissionWebhook or AdmissionRoutes"):
+        Application("ops", admission=object())  # type: ignore[arg-type]
+
+
+def test_serving_webhook_can_be_passed_as_admission():
+    webhook_module = pytest.importorskip("cloudcoil_sync.admission.webhook")
+    from cloudcoil_sync.admission import AdmissionRoutes
+
+    table = AdmissionRoutes()
+    table.validating(Deployment, path="/validate/deployments")(noop)
+    served = webhook_module.AdmissionWebhook(table)
+    try:
+        app = Application("ops", admission=served, webhook=WebhookServer())
+        app.validate(ConfigMap, path="/validate/configmaps")(noop)
+        app.validate_definition()
+        assert [r.path for r in app.routes] == ["/validate/deployments", "/validate/configmaps"]
+    finally:
+        served.close()
