@@ -1,0 +1,13 @@
+"""Fixtures: a freshly generated CA certificate and its private key (PEM)."""
+
+from __future__ import annotations
+
+import pytest
+from manifests.certs import make_ca
+
+import cloudcoil_sync.controller  # noqa: F401  (imports admission in a working order)
+
+
+@pytest.fixture(scope="session")
+def ca_pair() -> tuple[bytes, bytes]:
+    return make_ca()
