@@ -17,7 +17,14 @@ from .patch import json_patch, merge_patch
 from .resources import ResourceType
 from .selectors import field_selector, label_selector
 from .store import Entry, Store, dumps
-from .validation import apply_defaults, check_kind, from_storage, to_storage, validate
+from .validation import (
+    apply_defaults,
+    check_kind,
+    from_storage,
+    prepare_for_create,
+    to_storage,
+    validate,
+)
 
 __all__ = ["Objects", "Req", "now_iso"]
 
@@ -171,7 +178,7 @@ class Objects:
         req.name = meta.get("name", "")
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
         validate(rt, obj, rt.group)
-        if rt.status_subresource and rt.plural != "namespaces":
+        if rt.status_subresource:
             obj.pop("status", None)
         apply_defaults(rt, obj, creating=True)
         now = now_iso()
@@ -188,6 +195,7 @@ class Objects:
         meta["managedFields"] = managed
         if not meta["managedFields"]:
             del meta["managedFields"]
+        prepare_for_create(rt, obj)
         with self.store.lock:
             self._check_namespace(req)
             if self.store.get(rt.key, req.namespace, req.name) is not None:

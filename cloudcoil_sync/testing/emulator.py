@@ -176,11 +176,11 @@ class Emulator:
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
         """Wait until ``predicate()`` holds, re-checking on every store change."""
         deadline = time.monotonic() + timeout
-        with self.store.changed:
-            while not predicate():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
+        while not predicate():  # outside the lock: the predicate may call the API
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            with self.store.changed:
                 self.store.changed.wait(min(left, 0.05))
         return True
 

@@ -54,6 +54,7 @@ NULLABLE = {
     "matchLabels",
     "nodeSelector",
     "rollingUpdate",
+    "conversion",
     "env",
     "ports",
     "volumeMounts",
@@ -102,7 +103,8 @@ def _walk(node: Any, name: str, path: Path, out: dict[Path, Any], custom: bool, 
             else:
                 out[epath] = element
         return
-    out[path] = node
+    if node is not None:  # null fields are absent, not owned
+        out[path] = node
 
 
 def fields_of(obj: JSON, custom: bool, part: str | None = None) -> dict[Path, Any]:

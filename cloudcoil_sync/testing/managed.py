@@ -75,6 +75,21 @@ def _is(entry: JSON, w: Writer, operation: str) -> bool:
     )
 
 
+def _order(entry: JSON) -> tuple[str, str, str, str, str]:
+    return (
+        entry.get("operation", ""),
+        entry.get("time", ""),
+        entry.get("manager", ""),
+        entry.get("subresource", ""),
+        entry.get("apiVersion", ""),
+    )
+
+
+def sort_entries(entries: list[JSON]) -> list[JSON]:
+    """kube-apiserver's order: operation, time (seconds), manager, subresource, apiVersion."""
+    return sorted(entries, key=_order)
+
+
 def record_update(
     old: JSON | None, new: JSON, w: Writer, status_split: bool, base: list[JSON] | None
 ) -> list[JSON]:
@@ -96,7 +111,7 @@ def record_update(
             found = True
             mine = (paths | changed) & present
             if mine:
-                out.append(_entry(w, "Update", mine) if changed else entry)
+                out.append(entry if mine == paths else _entry(w, "Update", mine))
             continue
         kept = (paths - changed) & present
         if kept == paths:
@@ -105,7 +120,7 @@ def record_update(
             out.append({**entry, "fieldsV1": to_tree(kept)})
     if not found and changed:
         out.append(_entry(w, "Update", changed & present))
-    return out
+    return sort_entries(out)
 
 
 def _merge(live: Any, applied: Any, name: str) -> Any:
@@ -240,5 +255,5 @@ def apply_patch(
             others |= from_tree(entry.get("fieldsV1") or {})
     for path in sorted(previous - mine - others, key=len, reverse=True):
         _delete_at(merged, path)
-    merged["metadata"]["managedFields"] = out
+    merged["metadata"]["managedFields"] = sort_entries(out)
     return merged

@@ -45,6 +45,63 @@ class ResourceType:
         return "status" in self.subresources
 
 
+# Verbs where kube-apiserver serves fewer than the standard eight.
+_VERBS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "bindings"): ("create",),
+    ("", "componentstatuses"): ("get", "list"),
+    ("", "namespaces"): ("create", "delete", "get", "list", "patch", "update", "watch"),
+    ("", "serviceaccounts/token"): ("create",),
+    ("authentication.k8s.io", "tokenreviews"): ("create",),
+    ("authentication.k8s.io", "selfsubjectreviews"): ("create",),
+    ("authorization.k8s.io", "subjectaccessreviews"): ("create",),
+    ("authorization.k8s.io", "selfsubjectaccessreviews"): ("create",),
+    ("authorization.k8s.io", "selfsubjectrulesreviews"): ("create",),
+    ("authorization.k8s.io", "localsubjectaccessreviews"): ("create",),
+}
+
+
+_SHORT: dict[str, tuple[str, ...]] = {
+    "componentstatuses": ("cs",),
+    "configmaps": ("cm",),
+    "endpoints": ("ep",),
+    "events": ("ev",),
+    "limitranges": ("limits",),
+    "namespaces": ("ns",),
+    "nodes": ("no",),
+    "persistentvolumeclaims": ("pvc",),
+    "persistentvolumes": ("pv",),
+    "pods": ("po",),
+    "replicationcontrollers": ("rc",),
+    "resourcequotas": ("quota",),
+    "serviceaccounts": ("sa",),
+    "services": ("svc",),
+    "daemonsets": ("ds",),
+    "deployments": ("deploy",),
+    "replicasets": ("rs",),
+    "statefulsets": ("sts",),
+    "cronjobs": ("cj",),
+    "horizontalpodautoscalers": ("hpa",),
+    "ingresses": ("ing",),
+    "networkpolicies": ("netpol",),
+    "poddisruptionbudgets": ("pdb",),
+    "priorityclasses": ("pc",),
+    "storageclasses": ("sc",),
+    "customresourcedefinitions": ("crd", "crds"),
+    "certificatesigningrequests": ("csr",),
+}
+_ALL_CATEGORY = {
+    "pods",
+    "services",
+    "daemonsets",
+    "deployments",
+    "replicasets",
+    "statefulsets",
+    "cronjobs",
+    "jobs",
+    "replicationcontrollers",
+}
+
+
 def _t(
     group: str,
     version: str,
@@ -57,6 +114,11 @@ def _t(
 ) -> ResourceType:
     singular = kw.pop("singular", kind.lower())
     gen = kw.pop("generation", "status" in sub)
+    kw.setdefault("verbs", _VERBS.get((group, plural), ALL_VERBS))
+    if group in ("", "apps", "batch", "autoscaling", "networking.k8s.io", "policy") or "." in group:
+        short = short or _SHORT.get(plural, ())
+    if plural in _ALL_CATEGORY:
+        kw.setdefault("categories", ("all",))
     return ResourceType(
         group,
         version,
@@ -77,7 +139,16 @@ BUILTIN: tuple[ResourceType, ...] = (
     _t("", "v1", "endpoints", "Endpoints", short=("ep",), singular="endpoints"),
     _t("", "v1", "events", "Event", short=("ev",)),
     _t("", "v1", "limitranges", "LimitRange", short=("limits",)),
-    _t("", "v1", "namespaces", "Namespace", False, ("finalize", "status"), ("ns",)),
+    _t(
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        False,
+        ("finalize", "status"),
+        ("ns",),
+        generation=False,
+    ),
     _t("", "v1", "nodes", "Node", False, ("status",), ("no",), generation=False),
     _t(
         "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", sub=("status",), short=("pvc",)
@@ -136,28 +207,21 @@ BUILTIN: tuple[ResourceType, ...] = (
 
 
 def _from_client_table() -> list[ResourceType]:
-    """Kinds from ``cloudcoil_sync.client.rest`` when that module offers a usable table."""
+    """Every kind in the client's offline REST table (``cloudcoil_sync.client.rest``)."""
     try:
-        from cloudcoil_sync.client import rest
-    except Exception:
+        from cloudcoil_sync.client.rest import builtin_mappings
+    except ImportError:
         return []
-    table = getattr(rest, "BUILTIN_MAPPINGS", None) or getattr(rest, "BUILTIN", None)
     out: list[ResourceType] = []
-    if not isinstance(table, dict | list | tuple):
-        return out
-    entries = table.values() if isinstance(table, dict) else table
-    for entry in entries:
-        try:
-            group = str(entry.group)
-            version = str(entry.version)
-            plural = str(entry.plural)
-            kind = str(entry.kind)
-            namespaced = bool(entry.namespaced)
-            sub = tuple(getattr(entry, "subresources", ()) or ())
-        except AttributeError:
+    for m in builtin_mappings():
+        if getattr(m, "subresource_only", False):
             continue
-        out.append(_t(group, version, plural, kind, namespaced, sub))
+        subs = tuple(sorted(set(m.subresources) & _SERVED_SUBRESOURCES))
+        out.append(_t(m.group, m.version, m.plural, m.kind, m.namespaced, subs))
     return out
+
+
+_SERVED_SUBRESOURCES = {"status", "scale", "finalize"}
 
 
 @dataclass

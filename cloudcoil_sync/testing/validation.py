@@ -8,7 +8,14 @@ from typing import Any
 from .resources import ResourceType
 from .status import ApiError, invalid
 
-__all__ = ["apply_defaults", "from_storage", "to_storage", "validate"]
+__all__ = [
+    "apply_defaults",
+    "check_kind",
+    "from_storage",
+    "prepare_for_create",
+    "to_storage",
+    "validate",
+]
 
 JSON = dict[str, Any]
 
@@ -63,7 +70,9 @@ def validate(rt: ResourceType, obj: JSON, api_group: str) -> None:
                 )
             )
     if causes:
-        raise invalid(rt.kind, api_group if rt.group else "", name, causes)
+        # Events validate as the internal core kind: no group in the details.
+        group = "" if rt.kind == "Event" else rt.group
+        raise invalid(rt.kind, group, name, causes)
 
 
 def _deployment_defaults(spec: JSON) -> None:
@@ -110,8 +119,6 @@ def apply_defaults(rt: ResourceType, obj: JSON, creating: bool) -> None:
         name = obj["metadata"].get("name", "")
         labels = obj["metadata"].setdefault("labels", {})
         labels["kubernetes.io/metadata.name"] = name
-        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-        obj.setdefault("status", {}).setdefault("phase", "Active")
     elif kind == "CustomResourceDefinition":
         spec = obj.setdefault("spec", {})
         spec.setdefault("conversion", {"strategy": "None"})
@@ -122,6 +129,13 @@ def apply_defaults(rt: ResourceType, obj: JSON, creating: bool) -> None:
                 "acceptedNames": {"plural": "", "kind": ""},
                 "storedVersions": stored,
             }
+
+
+def prepare_for_create(rt: ResourceType, obj: JSON) -> None:
+    """Strategy fields set after managedFields are computed (so nobody owns them)."""
+    if rt.kind == "Namespace" and rt.group == "":
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        obj["status"] = {"phase": "Active"}
 
 
 # events.k8s.io/v1 field ↔ core/v1 field (storage is core/v1).

@@ -102,4 +102,4 @@ def test_kube_config_fixture_points_at_emulator(kube_emulator: Emulator) -> None
         config = kube_emulator.config(namespace="ns1")
     except ImportError:
         return  # the client package is not there yet; the fixture is exercised elsewhere
-    assert config.server == kube_emulator.url  # type: ignore[attr-defined]
+    assert config.server == kube_emulator.url
