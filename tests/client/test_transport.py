@@ -44,7 +44,12 @@ def _cm(name: str = "a") -> dict[str, Any]:
 def test_429_retry_after_honoured_even_for_post(config: Config, monkeypatch: Any) -> None:
     waits: list[float] = []
     real_wait = config.transport._closed.wait
-    monkeypatch.setattr(config.transport._closed, "wait", lambda t: waits.append(t) or real_wait(0))
+
+    def fake_wait(seconds: float) -> bool:
+        waits.append(seconds)
+        return real_wait(0)
+
+    monkeypatch.setattr(config.transport._closed, "wait", fake_wait)
     config.transport.retry = RetryPolicy(max_retries=3, max_retry_after=60)
     responses.post(CM_URL, status=429, headers={"Retry-After": "2"}, json={})
     responses.post(CM_URL, status=201, json=_cm())
