@@ -1,6 +1,7 @@
 """Controllers: definitions (`Controller`, stages, cases) and the threaded runtime."""
 
 from cloudcoil_sync.controller.definition import Controller
+from cloudcoil_sync.controller.events import EventRecorder
 from cloudcoil_sync.controller.metrics import ControllerStatus
 from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
 from cloudcoil_sync.controller.stages import Cases, Stage, Stages, StageScope
@@ -16,6 +17,7 @@ __all__ = [
     "Cases",
     "Controller",
     "ControllerStatus",
+    "EventRecorder",
     "QueueClosed",
     "ReconcileStatus",
     "ResourceKey",
