@@ -26,6 +26,10 @@ class Auth:
     def client_cert(self) -> tuple[str, str] | None:
         return None
 
+    def credentials(self) -> tuple[str | None, tuple[str, str] | None]:
+        """Header value and client certificate for one request (one consistent snapshot)."""
+        return self.authorization(), self.client_cert()
+
     def invalidate(self) -> bool:
         """Forget cached credentials after a 401; True if a retry may now succeed."""
         return False

@@ -157,21 +157,23 @@ class ExecProvider(Auth):
         self._expires = _parse_time(expiry) if expiry else None
         self._valid = True
 
-    def _ensure(self) -> None:
+    def _ensure_locked(self) -> None:
+        fresh = self._valid and (
+            self._expires is None or time.time() < self._expires - self.refresh_margin
+        )
+        if not fresh:
+            self._refresh()
+
+    def credentials(self) -> tuple[str | None, tuple[str, str] | None]:
         with self._lock:
-            fresh = self._valid and (
-                self._expires is None or time.time() < self._expires - self.refresh_margin
-            )
-            if not fresh:
-                self._refresh()
+            self._ensure_locked()
+            return self._header, self._cert
 
     def authorization(self) -> str | None:
-        self._ensure()
-        return self._header
+        return self.credentials()[0]
 
     def client_cert(self) -> tuple[str, str] | None:
-        self._ensure()
-        return self._cert
+        return self.credentials()[1]
 
     def invalidate(self) -> bool:
         with self._lock:

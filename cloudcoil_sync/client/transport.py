@@ -113,9 +113,9 @@ class Transport:
                 url += "?" + urlencode(query)
         return url
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
+    @staticmethod
+    def _headers(authz: str | None, content_type: str | None) -> dict[str, str]:
         headers: dict[str, str] = {}
-        authz = self.auth.authorization()
         if authz:
             headers["Authorization"] = authz
         if content_type:
@@ -148,16 +148,16 @@ class Transport:
         attempt, reauthed = 0, False
         while True:
             self.limiter.acquire()
-            cert = self.auth.client_cert() or self._cert
+            authz, cert = self.auth.credentials()
             try:
                 resp = self.session.request(
                     method,
                     url,
                     data=data,
-                    headers=self._headers(content_type),
+                    headers=self._headers(authz, content_type),
                     timeout=timeout,
                     stream=stream,
-                    cert=cert,
+                    cert=cert or self._cert,
                 )
             except requests.RequestException as exc:
                 err = map_transport_error(exc, method, url, self.server)
