@@ -8,6 +8,7 @@ import datetime
 import json
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ from .validation import (
 __all__ = ["Objects", "Req", "now_iso"]
 
 JSON = dict[str, Any]
+_RETRIES = 16
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _PATCH_TYPES = (
     "application/json-patch+json",
@@ -278,9 +280,24 @@ class Objects:
         if current is None:
             raise st.not_found(req.rt.plural, req.rt.group, req.name)
         if current is not old:
-            raise st.conflict(req.rt.plural, req.rt.group, req.name)
+            raise StaleRead(req.rt.plural, req.rt.group, req.name)
+
+    def _retrying(self, req: Req, once: Callable[[Req], tuple[int, JSON]]) -> tuple[int, JSON]:
+        """Redo a write whose read went stale (kube-apiserver's GuaranteedUpdate loop)."""
+        for _ in range(_RETRIES):
+            try:
+                return once(req)
+            except StaleRead:
+                continue
+        return once(req)
 
     def replace(self, req: Req) -> tuple[int, JSON]:
+        return self._retrying(req, self._replace)
+
+    def patch(self, req: Req) -> tuple[int, JSON]:
+        return self._retrying(req, self._patch)
+
+    def _replace(self, req: Req) -> tuple[int, JSON]:
         old = self.store.get(req.rt.key, req.namespace, req.name)
         if old is None:
             raise st.not_found(req.rt.plural, req.rt.group, req.name)
@@ -289,7 +306,7 @@ class Objects:
             raise st.bad_request("the name of the object does not match the name on the URL")
         return 200, self.update(req, body, old)
 
-    def patch(self, req: Req) -> tuple[int, JSON]:
+    def _patch(self, req: Req) -> tuple[int, JSON]:
         rt = req.rt
         ctype = req.content_type.split(";")[0].strip()
         if ctype == "application/apply-patch+yaml":
@@ -344,7 +361,12 @@ class Objects:
             merged = apply_patch(None, applied, w, force, rt.status_subresource)
             merged.setdefault("metadata", {})["name"] = req.name
             managed = merged["metadata"].pop("managedFields")
-            return self.create(req, merged, managed)
+            try:
+                return self.create(req, merged, managed)
+            except st.ApiError as err:
+                if err.reason == "AlreadyExists":
+                    raise StaleRead(rt.plural, rt.group, req.name) from err
+                raise
         view = from_storage(rt, old)
         merged = apply_patch(view, applied, w, force, rt.status_subresource)
         return 200, self.update(req, merged, old, apply_w=w)
@@ -430,6 +452,14 @@ class Objects:
             "metadata": {"resourceVersion": str(self.store.resource_version)},
             "items": [],
         }
+
+
+class StaleRead(st.ApiError):
+    """The object changed between read and write; retried internally, else a 409."""
+
+    def __init__(self, plural: str, group: str, name: str) -> None:
+        err = st.conflict(plural, group, name)
+        super().__init__(err.code, err.reason, err.message, err.details)
 
 
 def _strip_type(obj: JSON) -> JSON:
