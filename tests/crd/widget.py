@@ -4,24 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from cloudcoil.apimachinery import Condition
 from cloudcoil.pydantic import BaseModel
 from cloudcoil.resources import Resource
 from pydantic import Field
 
-from cloudcoil_sync.crd import CEL, ListType, PrinterColumn, custom_resource
-
-
-class ReconcileStatus(BaseModel):
-    """Equivalent of 0.8's ReconcileStatus: conditions as a list-map keyed by type.
-
-    (cloudcoil_sync.controller.status.ReconcileStatus does not yet declare the ListType.)
-    """
-
-    conditions: Annotated[list[Condition], ListType("map", keys=("type",))] = Field(
-        default_factory=list
-    )
-    observed_generation: int | None = Field(default=None, alias="observedGeneration")
+from cloudcoil_sync.controller.status import ReconcileStatus
+from cloudcoil_sync.crd import CEL, PrinterColumn, custom_resource
 
 
 class WidgetSpec(BaseModel):
