@@ -76,16 +76,20 @@ def test_ca_data_wins_over_requests_ca_bundle(
 
 
 def test_wrong_ca_is_a_clear_tls_error(api: FakeAPI, pki: PKI) -> None:
-    with Config(api.url, token="t", ca_data=pki.other_ca.cert_pem, max_retries=0) as cfg:
-        with pytest.raises(TransportError, match="TLS error talking to https://127.0.0.1"):
-            cfg.client(ConfigMap).get("a")
+    with (
+        Config(api.url, token="t", ca_data=pki.other_ca.cert_pem, max_retries=0) as cfg,
+        pytest.raises(TransportError, match=r"TLS error talking to https://127\.0\.0\.1"),
+    ):
+        cfg.client(ConfigMap).get("a")
 
 
 def test_insecure_skip_tls_verify(api: FakeAPI) -> None:
-    with Config(api.url, token="t", insecure_skip_tls_verify=True) as cfg:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            assert cfg.client(ConfigMap).get("a").metadata is not None
+    with (
+        Config(api.url, token="t", insecure_skip_tls_verify=True) as cfg,
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore")
+        assert cfg.client(ConfigMap).get("a").metadata is not None
 
 
 def test_client_certificate_data_and_files(api: FakeAPI, pki: PKI, tmp_path: Path) -> None:
@@ -184,9 +188,8 @@ def test_kubeconfig_relative_file_forms(api: FakeAPI, pki: PKI, tmp_path: Path) 
 
 
 def test_kubeconfig_insecure_and_proxy(tmp_path: Path) -> None:
-    kc = _kubeconfig(
-        "https://k:6443", **{"insecure-skip-tls-verify": True, "proxy-url": "http://p:1"}
-    )
+    extra: dict[str, Any] = {"insecure-skip-tls-verify": True, "proxy-url": "http://p:1"}
+    kc = _kubeconfig("https://k:6443", **extra)
     with Config.from_kubeconfig(_write(tmp_path / "c", kc)) as cfg:
         assert cfg.session.verify is False
         assert cfg.session.proxies["https"] == "http://p:1"
@@ -344,14 +347,18 @@ def test_exec_plugin_failures(tmp_path: Path) -> None:
             }
         },
     )
-    with Config.from_kubeconfig(_write(tmp_path / "c", kc)) as cfg:
-        with pytest.raises(ConfigError, match="'nope-xyz' not found.*brew install nope"):
-            cfg.client(ConfigMap).get("a")
+    with (
+        Config.from_kubeconfig(_write(tmp_path / "c", kc)) as cfg,
+        pytest.raises(ConfigError, match=r"'nope-xyz' not found.*brew install nope"),
+    ):
+        cfg.client(ConfigMap).get("a")
     failing = _write(tmp_path / "fail.py", "import sys; sys.stderr.write('denied'); sys.exit(3)")
     kc["users"][0]["user"]["exec"].update(command=sys.executable, args=[str(failing)])
-    with Config.from_kubeconfig(_write(tmp_path / "c", kc)) as cfg:
-        with pytest.raises(ConfigError, match="exited with 3: denied"):
-            cfg.client(ConfigMap).get("a")
+    with (
+        Config.from_kubeconfig(_write(tmp_path / "c", kc)) as cfg,
+        pytest.raises(ConfigError, match="exited with 3: denied"),
+    ):
+        cfg.client(ConfigMap).get("a")
     kc["users"][0]["user"]["exec"]["apiVersion"] = "client.authentication.k8s.io/v9"
     with pytest.raises(ConfigError, match="not supported"):
         Config.from_kubeconfig(_write(tmp_path / "c", kc))
@@ -388,7 +395,7 @@ def test_in_cluster_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         Config.in_cluster(service_account_dir=tmp_path)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    with pytest.raises(ConfigError, match="token .* is missing"):
+    with pytest.raises(ConfigError, match=r"token .* is missing"):
         Config.in_cluster(service_account_dir=tmp_path)
     _write(tmp_path / "token", "t")
     with Config.in_cluster(service_account_dir=tmp_path) as cfg:
