@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -29,6 +29,7 @@ from cloudcoil_sync.admission.request import (
     CachedReader,
     UserInfo,
 )
+from cloudcoil_sync.admission.routes import DEFAULT_MAX_BODY_BYTES, AdmissionRoutes, Route
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -37,52 +38,13 @@ if TYPE_CHECKING:
 
     from cloudcoil_sync.client import Config
 
-__all__ = ["AdmissionWebhook", "HandlerPool", "InvalidReview", "RouteLike"]
+__all__ = ["AdmissionWebhook", "HandlerPool", "InvalidReview", "parse_review"]
 
 log = logging.getLogger("cloudcoil_sync.admission")
 
-DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 REVIEW_API_VERSION = "admission.k8s.io/v1"
 _INVALID = "Invalid or mismatched admission.k8s.io/v1 AdmissionReview"
 _FAILED = "Admission webhook failed"
-
-
-class RouteLike(Protocol):
-    """What serving needs of an admission route (`cloudcoil_sync.admission.routes.Route`)."""
-
-    @property
-    def model(self) -> type[Resource]: ...
-    @property
-    def handler(self) -> Callable[[Any], Any]: ...
-    @property
-    def mutation(self) -> bool: ...
-    @property
-    def path(self) -> str: ...
-    @property
-    def resource(self) -> str: ...
-    @property
-    def operations(self) -> tuple[str, ...]: ...
-    @property
-    def subresource(self) -> str: ...
-    @property
-    def scope(self) -> str: ...
-    @property
-    def timeout_seconds(self) -> int: ...
-    @property
-    def model_gvk(self) -> tuple[str, str, str]: ...
-    @property
-    def target_gvk(self) -> tuple[str, str, str]: ...
-
-
-class RouteTable(Protocol):
-    """`AdmissionRoutes`: routes by path, plus the Config and body limit they are served with."""
-
-    @property
-    def routes(self) -> Mapping[str, RouteLike]: ...
-    @property
-    def config(self) -> Config | None: ...
-    @property
-    def max_body_bytes(self) -> int: ...
 
 
 class InvalidReview(ValueError):
@@ -151,33 +113,39 @@ class HandlerPool:
         return not any(thread.is_alive() for thread in threads)
 
 
-class AdmissionWebhook:
-    """WSGI application serving `routes` (an `AdmissionRoutes` table or routes by path).
+class AdmissionWebhook(AdmissionRoutes):
+    """The WSGI application answering AdmissionReview v1 requests for its routes.
 
-    `config` (else the table's) backs `request.client(...)`; `cache` backs
-    `request.cached(...)`. `max_workers` bounds concurrent handlers; close() joins them.
+    As in cloudcoil 0.8 it is also a route table: `AdmissionWebhook(config=...)` then
+    `@webhook.validating(...)` / `@webhook.mutating(...)` / `webhook.register(...)`. Given
+    `routes` (an `AdmissionRoutes`, whose table it then serves live, or routes by path or
+    an iterable of routes) it serves those. `config` backs `request.client(...)`, `cache`
+    backs `request.cached(...)`, `max_workers` bounds concurrent handlers; `close()` joins
+    the handler threads.
     """
 
     def __init__(
         self,
-        routes: RouteTable | Mapping[str, RouteLike] | Iterable[RouteLike],
+        routes: AdmissionRoutes | Mapping[str, Route] | Iterable[Route] | None = None,
         *,
         config: Config | None = None,
         cache: CachedReader | None = None,
         max_body_bytes: int | None = None,
         max_workers: int = 16,
     ) -> None:
-        table_config = getattr(routes, "config", None)
-        table_limit = getattr(routes, "max_body_bytes", None)
-        if hasattr(routes, "routes"):
-            routes = routes.routes
-        if isinstance(routes, Mapping):
-            self.routes: dict[str, RouteLike] = dict(routes)
+        if isinstance(routes, AdmissionRoutes):
+            super().__init__(
+                config=config if config is not None else routes.config,
+                max_body_bytes=max_body_bytes or routes.max_body_bytes,
+            )
+            self.routes = routes.routes  # served live: routes added to `routes` are served
         else:
-            self.routes = {route.path: route for route in routes}
-        self.config = config if config is not None else table_config
+            super().__init__(config=config, max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES)
+            if isinstance(routes, Mapping):
+                self.routes = dict(routes)
+            elif routes is not None:
+                self.routes = {route.path: route for route in routes}
         self.cache = cache
-        self.max_body_bytes = max_body_bytes or table_limit or DEFAULT_MAX_BODY_BYTES
         self.pool = HandlerPool(max_workers)
 
     def close(self, timeout: float = 5.0) -> bool:
@@ -233,7 +201,7 @@ class AdmissionWebhook:
     # -- admission -------------------------------------------------------------------------
 
     def _admit(
-        self, route: RouteLike, review: dict[str, Any], deadline: float
+        self, route: Route, review: dict[str, Any], deadline: float
     ) -> tuple[int, dict[str, Any]]:
         uid = review["uid"]
         try:
@@ -275,7 +243,7 @@ class AdmissionWebhook:
         return 200, _response(uid, True, patchType="JSONPatch", patch=encoded)
 
     def _run(
-        self, route: RouteLike, request: AdmissionRequest[Any], deadline: float
+        self, route: Route, request: AdmissionRequest[Any], deadline: float
     ) -> Any | AdmissionDenied | tuple[int, dict[str, Any]]:
         """The handler's result, its AdmissionDenied, or a ready (status, document) error."""
         handler = route.handler
@@ -306,17 +274,17 @@ def _late(future: Future[Any]) -> None:
         log.info("An abandoned admission handler later failed: %r", future.exception())
 
 
-def _name(route: RouteLike) -> str:
+def _name(route: Route) -> str:
     handler = route.handler
     return f"{getattr(handler, '__qualname__', handler)!s} ({route.path})"
 
 
-def _typed(route: RouteLike, raw: dict[str, Any] | None) -> Resource | None:
+def _typed(route: Route, raw: dict[str, Any] | None) -> Resource | None:
     return None if raw is None else route.model.model_validate(raw)
 
 
 def _patch(
-    route: RouteLike,
+    route: Route,
     request: AdmissionRequest[Any],
     before: Resource | None,
     after: Any,
@@ -382,7 +350,7 @@ def _reject_constant(name: str) -> Any:
     raise InvalidReview(f"non-finite number {name}")
 
 
-def parse_review(body: bytes, route: RouteLike) -> dict[str, Any]:
+def parse_review(body: bytes, route: Route) -> dict[str, Any]:
     """The `request` member of an AdmissionReview v1 that matches `route`, else InvalidReview."""
     try:
         document = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
@@ -455,7 +423,7 @@ def _api_version(group: str, version: str) -> str:
     return f"{group}/{version}" if group else version
 
 
-def _check_route(review: dict[str, Any], route: RouteLike) -> None:
+def _check_route(review: dict[str, Any], route: Route) -> None:
     kind = review["kind"]
     if (kind["group"], kind["version"], kind["kind"]) != route.model_gvk:
         raise InvalidReview("request.kind does not match the route model")

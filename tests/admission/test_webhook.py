@@ -487,3 +487,36 @@ def test_cached_reads_use_the_supplied_hook(handlers: Handlers) -> None:
     )
     with pytest.raises(ValueError, match="informer cache"):
         without.cached(ConfigMap)
+
+
+# -- construction ----------------------------------------------------------------------------
+
+
+def test_webhook_is_a_route_table_as_in_0_8() -> None:
+    webhook = AdmissionWebhook(max_body_bytes=1024)
+
+    @webhook.validating(ConfigMap, path="/validate/configmaps")
+    def check(request: AdmissionRequest[ConfigMap]) -> None:
+        raise AdmissionDenied("no")
+
+    response = response_of(call(webhook, "/validate/configmaps", review())[2])
+    assert response["allowed"] is False and webhook.max_body_bytes == 1024
+    assert webhook.configurations(
+        name="ops.example.com", service_name="ops", service_namespace="default", ca_bundle=CA_PEM
+    )
+    assert webhook.close()
+
+
+def test_webhook_serves_a_table_live_or_a_route_list(handlers: Handlers) -> None:
+    table = AdmissionRoutes(max_body_bytes=2048)
+    live = AdmissionWebhook(table)
+    assert live.max_body_bytes == 2048
+    assert call(live, "/validate/late", review())[0] == 404
+    table.validating(ConfigMap, path="/validate/late")(lambda request: None)
+    assert call(live, "/validate/late", review())[0] == 200
+    listed = AdmissionWebhook(build_table(handlers).routes.values())
+    assert call(listed, "/validate/cm", review())[0] == 200
+    assert live.close() and listed.close()
+
+
+CA_PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
