@@ -323,3 +323,14 @@ def test_configuration_input_errors():
             routes, service_namespace="operators", ca_bundle=PEM, service_port=0, **options
         )
     assert webhook_configurations([], service_namespace="operators", ca_bundle=PEM, **options) == []
+
+
+def test_model_api_version_needs_its_alias():
+    from cloudcoil.resources import Resource
+
+    class NoAlias(Resource):
+        api_version: str = "example.com/v1"  # type: ignore[assignment]
+        kind: str = "NoAlias"
+
+    with pytest.raises(ValueError, match=r"needs Field\(alias='apiVersion'\)"):
+        route(NoAlias, resource="noaliases")
