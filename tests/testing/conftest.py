@@ -45,7 +45,8 @@ class Client:
     def patch(
         self, path: str, body: Any, ctype: str = "application/merge-patch+json", **kw: Any
     ) -> requests.Response:
-        return self.request("PATCH", path, json=body, headers={"Content-Type": ctype}, **kw)
+        headers = {"Content-Type": ctype, **kw.pop("headers", {})}
+        return self.request("PATCH", path, json=body, headers=headers, **kw)
 
     def close(self) -> None:
         self.session.close()

@@ -1,0 +1,115 @@
+"""Server-side apply: ownership, conflicts, force, shared fields, removal of dropped fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conftest import Client
+
+CM = "/api/v1/namespaces/default/configmaps"
+APPLY = "application/apply-patch+yaml"
+
+
+def apply(
+    client: Client, manager: str, data: dict[str, str], force: bool = False, name: str = "ssa"
+) -> Any:
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+    query = f"?fieldManager={manager}" + ("&force=true" if force else "")
+    return client.patch(f"{CM}/{name}{query}", body, APPLY)
+
+
+def owners(obj: dict[str, Any]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for entry in obj["metadata"]["managedFields"]:
+        data = entry["fieldsV1"].get("f:data", {})
+        out[entry["manager"]] = {k[2:] for k in data if k != "."}
+    return out
+
+
+def test_apply_creates_then_updates_with_apply_operation(client: Client) -> None:
+    created = apply(client, "a", {"x": "1"})
+    assert created.status_code == 201
+    updated = apply(client, "a", {"x": "2", "y": "1"})
+    assert updated.status_code == 200
+    entry = updated.json()["metadata"]["managedFields"][0]
+    assert (entry["manager"], entry["operation"]) == ("a", "Apply")
+    assert owners(updated.json()) == {"a": {"x", "y"}}
+
+
+def test_conflicts_name_every_manager_and_field(client: Client) -> None:
+    apply(client, "a", {"x": "1", "y": "1"})
+    response = apply(client, "b", {"x": "2", "y": "2"})
+    assert response.status_code == 409
+    body = response.json()
+    assert body["message"] == (
+        'Apply failed with 2 conflicts: conflicts with "a":\n- .data.x\n- .data.y'
+    )
+    assert [c["field"] for c in body["details"]["causes"]] == [".data.x", ".data.y"]
+
+
+def test_same_value_is_shared_ownership_without_conflict(client: Client) -> None:
+    apply(client, "a", {"x": "1"})
+    shared = apply(client, "b", {"x": "1"})
+    assert shared.status_code == 200
+    assert owners(shared.json()) == {"a": {"x"}, "b": {"x"}}
+
+
+def test_force_takes_ownership(client: Client) -> None:
+    apply(client, "a", {"x": "1", "keep": "a"})
+    forced = apply(client, "b", {"x": "2"}, force=True)
+    assert forced.status_code == 200
+    assert forced.json()["data"] == {"x": "2", "keep": "a"}
+    assert owners(forced.json()) == {"a": {"keep"}, "b": {"x"}}
+
+
+def test_fields_a_manager_stops_applying_are_removed_unless_shared(client: Client) -> None:
+    apply(client, "a", {"x": "1", "y": "1", "z": "1"})
+    apply(client, "b", {"z": "1"})
+    result = apply(client, "a", {"x": "1"}).json()
+    assert result["data"] == {"x": "1", "z": "1"}
+
+
+def test_update_manager_conflict_mentions_api_version(client: Client) -> None:
+    client.post(
+        CM,
+        {"metadata": {"name": "mixed"}, "data": {"x": "1"}},
+        headers={"User-Agent": "editor/1.0"},
+    )
+    response = apply(client, "a", {"x": "2"}, name="mixed")
+    assert response.status_code == 409
+    assert response.json()["message"] == (
+        'Apply failed with 1 conflict: conflict with "editor" using v1: .data.x'
+    )
+
+
+def test_update_takes_fields_from_appliers(client: Client) -> None:
+    apply(client, "a", {"x": "1", "y": "1"})
+    client.patch(CM + "/ssa", {"data": {"x": "edited"}}, headers={"User-Agent": "kubectl/1"})
+    obj = client.get(CM + "/ssa").json()
+    assert owners(obj) == {"a": {"y"}, "kubectl": {"x"}}
+
+
+def test_keyed_lists_merge_by_key(client: Client) -> None:
+    path = "/apis/apps/v1/namespaces/default/deployments/app?fieldManager="
+    base = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "app"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "x"}},
+            "template": {
+                "metadata": {"labels": {"app": "x"}},
+                "spec": {"containers": [{"name": "main", "image": "img:1"}]},
+            },
+        },
+    }
+    assert client.patch(path + "a", base, APPLY).status_code == 201
+    sidecar = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "app"},
+        "spec": {"template": {"spec": {"containers": [{"name": "side", "image": "s:1"}]}}},
+    }
+    merged = client.patch(path + "b", sidecar, APPLY).json()
+    names = [c["name"] for c in merged["spec"]["template"]["spec"]["containers"]]
+    assert names == ["main", "side"]
