@@ -24,7 +24,8 @@ class CustomResourceOptions:
     """What ``@custom_resource`` declared; stored as ``Model.__cloudcoil_crd__``.
 
     ``plural``, ``scope`` and ``status`` feed the client's offline REST mapping;
-    ``group``/``version``/``kind`` are read from the model's field defaults.
+    ``status`` is resolved when declared as None (True when the model has a ``status``
+    field). ``group``/``version``/``kind`` are read from the model's field defaults.
     """
 
     plural: str
@@ -95,13 +96,18 @@ def custom_resource(
             raise ValueError("kind requires api_version")
         if api_version is not None:
             _pin_type_fields(resource, api_version, kind or resource.__name__)
+        resolved = _has_status_field(resource) if status is None else status
         options = CustomResourceOptions(
-            plural, scope, singular, names, groups, status, chosen, resource=resource
+            plural, scope, singular, names, groups, resolved, chosen, resource=resource
         )
         setattr(resource, ATTRIBUTE, options)
         return resource
 
     return decorate
+
+
+def _has_status_field(resource: type[Resource]) -> bool:
+    return any((info.alias or name) == "status" for name, info in resource.model_fields.items())
 
 
 def _pin_type_fields(resource: type[Resource], api_version: str, kind: str) -> None:

@@ -32,7 +32,8 @@ def test_public_names() -> None:
 def test_metadata_is_stored_for_the_client_rest_mapping() -> None:
     options = Widget.__cloudcoil_crd__  # type: ignore[attr-defined]
     assert isinstance(options, CustomResourceOptions)
-    assert (options.plural, options.scope, options.status) == ("widgets", "Namespaced", None)
+    # status=None resolves to whether the model has a status field.
+    assert (options.plural, options.scope, options.status) == ("widgets", "Namespaced", True)
     assert options.singular is None and options.short_names == ("wd",)
     assert options.categories == () and options.columns is None
     assert (options.group, options.version, options.kind) == (
@@ -41,6 +42,20 @@ def test_metadata_is_stored_for_the_client_rest_mapping() -> None:
         "Widget",
     )
     assert Widget.__cloudcoil_crd__ is resource_options(Widget)  # type: ignore[attr-defined]
+
+
+def test_status_resolves_from_the_model() -> None:
+    @custom_resource(api_version="example.com/v1", plural="bares")
+    class Bare(Resource):
+        pass
+
+    @custom_resource(api_version="example.com/v1", plural="aliased")
+    class Aliased(Resource):
+        state: dict[str, str] | None = Field(default=None, alias="status")
+
+    assert resource_options(Bare).status is False  # type: ignore[union-attr]
+    assert resource_options(Aliased).status is True  # type: ignore[union-attr]
+    assert CRD(Aliased).status is True
 
 
 def test_every_option_is_kept() -> None:
