@@ -201,7 +201,9 @@ class WebhookHost:
                 url_scheme="https",
                 threads=self.threads,
                 connection_limit=self.max_connections + 16,
-                channel_timeout=max(self.idle_timeout, 30.0),
+                # Longer than the front's idle timeout, so the front decides when an idle
+                # keep-alive connection ends (and closes both sides together).
+                channel_timeout=self.idle_timeout + 30.0,
                 max_request_body_size=self.max_request_body_size,
                 clear_untrusted_proxy_headers=True,
                 expose_tracebacks=False,

@@ -32,6 +32,7 @@ _CHUNK = 65536
 # After the client stops sending (EOF or shutdown), how long the backend may stay quiet
 # after answering before the connection is closed.
 _LINGER = 0.25
+_LIMIT_WARNING_INTERVAL = 10.0
 
 
 def load_server_context(certfile: str, keyfile: str) -> ssl.SSLContext:
@@ -176,6 +177,7 @@ class TLSFront:
         self._drain_deadline = 0.0
         self.accepted = 0  # connections handed to a thread
         self.rejected = 0  # connections closed at the limit
+        self._next_limit_warning = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -185,7 +187,10 @@ class TLSFront:
             raise RuntimeError("The webhook TLS front can only be started once")
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         listener = socket.create_server(
-            (self.host, self.port), family=family, backlog=self.backlog, reuse_port=False
+            (self.host, self.port),
+            family=family,
+            backlog=self.backlog,
+            dualstack_ipv6=self.host == "::" and socket.has_dualstack_ipv6(),
         )
         listener.setblocking(False)
         self._listener = listener
@@ -271,10 +276,15 @@ class TLSFront:
     def _dispatch(self, client: socket.socket) -> None:
         if not self._slots.acquire(blocking=False):
             self.rejected += 1
-            log.warning(
-                "Webhook TLS front at its %d connection limit; closing a new connection",
-                self.max_connections,
-            )
+            now = time.monotonic()
+            if now >= self._next_limit_warning:  # at most one warning per interval
+                self._next_limit_warning = now + _LIMIT_WARNING_INTERVAL
+                log.warning(
+                    "Webhook TLS front at its %d connection limit; closing new connections "
+                    "(%d so far)",
+                    self.max_connections,
+                    self.rejected,
+                )
             client.close()
             return
         self.accepted += 1

@@ -75,10 +75,10 @@ def host_factory(serving: ServingPair) -> Iterator[Callable[..., WebhookHost]]:
 
     def start(app: WSGIApp = echo_app, **options: Any) -> WebhookHost:
         options.setdefault("reload_interval", 0.0)
+        options.setdefault("certfile", str(serving.certfile))
+        options.setdefault("keyfile", str(serving.keyfile))
         host = WebhookHost(
             app,
-            certfile=str(serving.certfile),
-            keyfile=str(serving.keyfile),
             host="127.0.0.1",
             port=0,
             **options,

@@ -320,3 +320,38 @@ def test_stop_joins_every_thread_with_clients_connected(
     for sock in (silent, half_tls):
         sock.close()
     kept.close()
+
+
+def test_secret_volume_symlink_swap_is_picked_up(
+    host_factory: Callable[..., WebhookHost],
+    authority: CertificateAuthority,
+    client_context: ssl.SSLContext,
+    tmp_path: Path,
+) -> None:
+    # Kubernetes Secret volumes: tls.crt -> ..data/tls.crt, ..data -> ..<timestamp>/,
+    # updated by atomically re-pointing ..data.
+    volume = tmp_path / "volume"
+    first = authority.issue(volume / "..v1")
+    (volume / "..data").symlink_to("..v1")
+    for name in ("tls.crt", "tls.key"):
+        (volume / name).symlink_to(f"..data/{name}")
+    host = host_factory(
+        certfile=str(volume / "tls.crt"), keyfile=str(volume / "tls.key"), reload_interval=0.0
+    )
+    assert peer_serial(host, client_context) == first.serial
+    second = authority.issue(volume / "..v2")
+    (volume / "..data.tmp").symlink_to("..v2")
+    os.replace(volume / "..data.tmp", volume / "..data")
+    assert peer_serial(host, client_context) == second.serial
+
+
+def test_chunked_request_body_over_tls(
+    host_factory: Callable[..., WebhookHost], client_context: ssl.SSLContext
+) -> None:
+    host = host_factory()
+    connection = https(host, client_context)
+    chunks = [b"a" * 10_000, b"b" * 70_000, b"c"]
+    connection.request("POST", "/echo", body=iter(chunks), encode_chunked=True)
+    response = connection.getresponse()
+    assert response.status == 200 and json.loads(response.read())["size"] == 80_001
+    connection.close()
