@@ -89,7 +89,7 @@ def diff(before: Resource, after: Resource) -> Patch:
         after.kind,
         after.name,
         after.namespace,
-    ) or before.gvk() != after.gvk():
+    ):
         raise ValueError("A resource diff cannot change kind, name, or namespace")
     if before.metadata is None or not before.metadata.uid or not before.resource_version:
         raise ValueError("An optimistic diff needs a fetched resource with UID and resourceVersion")

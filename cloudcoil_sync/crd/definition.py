@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 from cloudcoil.resources import Resource
+from pydantic.errors import PydanticInvalidForJsonSchema
 
 from .decorator import Scope, resource_options
 from .markers import COLUMN_KEY, PrinterColumn, SchemaError
@@ -58,7 +59,8 @@ class CRD:
             raise ValueError("Pass plural=... or declare @custom_resource(plural=...) on the model")
         group, version, kind = _identity(resource)
         singular = kind.lower() if singular is None else singular
-        _check_names(group, plural, singular, scope or "Namespaced", short_names, categories)
+        scope = "Namespaced" if scope is None else scope
+        _check_names(group, plural, singular, scope, short_names, categories)
         version_spec = _version(resource, version, status, columns)
         names: dict[str, Any] = {
             "plural": plural,
@@ -72,7 +74,7 @@ class CRD:
             names["categories"] = list(categories)
         self.resource = resource
         self.plural = plural
-        self.scope: Scope = scope or "Namespaced"
+        self.scope: Scope = scope
         self.group = group
         self.version = version
         self.kind = kind
@@ -191,7 +193,10 @@ def _root_schema(resource: type[Resource]) -> dict[str, Any]:
     api_field = resource.model_fields["api_version"]
     if (api_field.serialization_alias or api_field.alias) != "apiVersion":
         raise SchemaError("api_version must declare Field(default=..., alias='apiVersion')")
-    raw = resource.model_json_schema(by_alias=True, mode="validation")
+    try:
+        raw = resource.model_json_schema(by_alias=True, mode="validation")
+    except PydanticInvalidForJsonSchema as error:
+        raise SchemaError(f"{resource.__name__}: {error.message}") from error
     properties = raw.get("properties", {})
     if "kind" not in properties or "metadata" not in properties:
         raise SchemaError("kind and metadata must retain their Kubernetes field names")

@@ -169,6 +169,7 @@ def _kind(api_version: str, kind: str = "Thing") -> type[Resource]:
         (_kind("example.com/v1"), {"plural": "Things"}, "plural must be a DNS label starting"),
         (_kind("example.com/v1"), {"singular": "1thing"}, "singular must be a DNS label starting"),
         (_kind("example.com/v1"), {"scope": "Global"}, "scope must be Namespaced or Cluster"),
+        (_kind("example.com/v1"), {"scope": ""}, "scope must be Namespaced or Cluster"),
         (_kind("example.com/v1"), {"short_names": ["Bad"]}, "short_names must contain DNS label"),
         (_kind("example.com/v1"), {"short_names": "th"}, "short_names must contain DNS label"),
         (_kind("example.com/v1"), {"categories": ["a b"]}, "categories must contain DNS label"),

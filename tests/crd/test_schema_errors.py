@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import decimal
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -129,6 +130,13 @@ def test_fixed_tuples() -> None:
         pair: tuple[int, str] = (0, "")
 
     fails(Pair, "Thing.spec.pair: unsupported schema keywords: prefixItems")
+
+
+def test_types_without_json_schema() -> None:
+    class Hooks(BaseModel):
+        callback: Callable[[], None] | None = None
+
+    fails(Hooks, "Thing: Cannot generate a JsonSchema for core_schema.CallableSchema")
 
 
 def test_null_only_fields() -> None:
