@@ -38,6 +38,10 @@ def echo_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
     """Echo the request body; `/block` waits on environ-independent gates set by tests."""
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length)
+    if environ["PATH_INFO"] == "/big":
+        size = 16 * 1024 * 1024
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(size))])
+        return [b"z" * size]
     if environ["PATH_INFO"] == "/block":
         GATES.entered.set()
         GATES.release.wait(10)

@@ -355,3 +355,33 @@ def test_chunked_request_body_over_tls(
     response = connection.getresponse()
     assert response.status == 200 and json.loads(response.read())["size"] == 80_001
     connection.close()
+
+
+def test_large_response_over_tls(
+    host_factory: Callable[..., WebhookHost], client_context: ssl.SSLContext
+) -> None:
+    host = host_factory()
+    status, body, _ = get(host, client_context, "/big")
+    assert status == 200 and len(body) == 16 * 1024 * 1024 and body.count(b"z") == len(body)
+
+
+def test_many_concurrent_clients(
+    host_factory: Callable[..., WebhookHost], client_context: ssl.SSLContext
+) -> None:
+    host = host_factory(max_connections=64)
+
+    def client(index: int) -> list[int]:
+        connection = https(host, client_context, timeout=10)
+        statuses = []
+        for _ in range(5):
+            connection.request("POST", "/echo", body=b"x" * index)
+            response = connection.getresponse()
+            assert json.loads(response.read())["size"] == index
+            statuses.append(response.status)
+        connection.close()
+        return statuses
+
+    with ThreadPoolExecutor(32) as pool:
+        results = list(pool.map(client, range(32)))
+    assert results == [[200] * 5] * 32
+    assert host.front is not None and host.front.rejected == 0
