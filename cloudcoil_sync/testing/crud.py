@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import base64
 import copy
-import datetime
-import json
 import random
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import status as st
-from .managed import Writer, apply_patch, manager_name, record_update
+from .deletion import delete, delete_collection
+from .listing import list_body
+from .managed import Writer, apply_patch, record_update
 from .patch import json_patch, merge_patch
-from .resources import ResourceType
-from .selectors import field_selector, label_selector
-from .store import Entry, Store, dumps
+from .request import Req, now_iso
+from .store import Store
 from .validation import (
     apply_defaults,
     check_kind,
@@ -40,35 +37,6 @@ _PATCH_TYPES = (
 )
 
 
-def now_iso() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class Req:
-    rt: ResourceType
-    namespace: str
-    name: str = ""
-    subresource: str = ""
-    query: dict[str, str] = field(default_factory=dict)
-    body: Any = None
-    content_type: str = "application/json"
-    user_agent: str = ""
-
-    @property
-    def dry_run(self) -> bool:
-        return self.query.get("dryRun") == "All"
-
-    def writer(self, now: str) -> Writer:
-        return Writer(
-            manager_name(self.user_agent, self.query.get("fieldManager")),
-            self.rt.api_version,
-            self.subresource if self.subresource == "status" else "",
-            not self.rt.builtin,
-            now,
-        )
-
-
 def _spec_part(obj: JSON, status_split: bool) -> JSON:
     skip = {"metadata", "status"} if status_split else {"metadata"}
     return {k: v for k, v in obj.items() if k not in skip}
@@ -89,55 +57,7 @@ class Objects:
         return from_storage(req.rt, obj)
 
     def list_body(self, req: Req) -> bytes:
-        rt = req.rt
-        labels = label_selector(req.query.get("labelSelector"))
-        fields = field_selector(req.query.get("fieldSelector"))
-        filtered = bool(req.query.get("labelSelector") or req.query.get("fieldSelector"))
-        entries, rv = self.store.scan(rt.key, req.namespace or None)
-        start = ""
-        token = req.query.get("continue")
-        if token:
-            try:
-                decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-                rv, start = int(decoded["rv"]), str(decoded["start"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise st.bad_request(f"continue key is not valid: {exc}") from exc
-        limit = int(req.query.get("limit") or 0)
-        chosen: list[tuple[str, Entry]] = []
-        more = False
-        remaining = 0
-        for entry in entries:
-            meta = entry.obj["metadata"]
-            sort_key = (
-                f"{meta.get('namespace', '')}/{meta['name']}" if not req.namespace else meta["name"]
-            )
-            if start and sort_key < start:
-                continue
-            obj = entry.obj
-            if filtered and not (labels(obj) and fields(obj)):
-                continue
-            if limit and len(chosen) >= limit:
-                more = True
-                remaining += 1
-                if filtered:
-                    break
-                continue
-            chosen.append((sort_key, entry))
-        list_meta: JSON = {"resourceVersion": str(rv)}
-        if more:
-            next_start = chosen[-1][0] + "\x00"
-            raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": next_start})
-            list_meta["continue"] = base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-            if not filtered:
-                list_meta["remainingItemCount"] = remaining
-        if rt.builtin and rt.storage == ("", ""):
-            items = b",".join(e.item_raw for _, e in chosen)
-        elif rt.builtin:
-            items = b",".join(dumps(_strip_type(from_storage(rt, e.obj))) for _, e in chosen)
-        else:
-            items = b",".join(e.raw for _, e in chosen)
-        head = dumps({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta})
-        return head[:-1] + b',"items":[' + items + b"]}"
+        return list_body(self.store, req)
 
     # -- writes ------------------------------------------------------------------------------
     def _check_namespace(self, req: Req) -> None:
@@ -372,86 +292,10 @@ class Objects:
         return 200, self.update(req, merged, old, apply_w=w)
 
     def delete(self, req: Req) -> tuple[int, JSON]:
-        rt = req.rt
-        opts = req.body if isinstance(req.body, dict) else {}
-        policy = req.query.get("propagationPolicy") or opts.get("propagationPolicy") or ""
-        if opts.get("dryRun") == ["All"]:
-            req.query["dryRun"] = "All"
-        pre = opts.get("preconditions") or {}
-        with self.store.lock:
-            old = self.store.get(rt.key, req.namespace, req.name)
-            if old is None:
-                raise st.not_found(rt.plural, rt.group, req.name)
-            meta = old["metadata"]
-            for what, label, hint in (
-                ("uid", "UID", "deleted and then recreated"),
-                ("resourceVersion", "ResourceVersion", "modified"),
-            ):
-                if pre.get(what) and pre[what] != meta.get(what):
-                    detail = {"name": req.name}
-                    if rt.group:
-                        detail["group"] = rt.group
-                    detail["kind"] = rt.kind
-                    raise st.ApiError(
-                        409,
-                        "Conflict",
-                        f'Operation cannot be fulfilled on {rt.kind} "{req.name}": the {label} '
-                        f"in the precondition ({pre[what]}) does not match the {label} in record "
-                        f"({meta.get(what)}). The object might have been {hint}",
-                        detail,
-                    )
-            finalizers = list(meta.get("finalizers") or [])
-            if policy == "Foreground" and "foregroundDeletion" not in finalizers:
-                finalizers.append("foregroundDeletion")
-            elif policy == "Orphan" and "orphan" not in finalizers:
-                finalizers.append("orphan")
-            if rt.plural == "namespaces" and not rt.group:
-                return 200, self._terminate_namespace(req, old)
-            if not finalizers:
-                if req.dry_run:
-                    return 200, st.success(rt.plural, rt.group, req.name, meta["uid"])
-                self.store.remove(rt.key, old)
-                return 200, st.success(rt.plural, rt.group, req.name, meta["uid"])
-            if meta.get("deletionTimestamp") and finalizers == meta.get("finalizers"):
-                return 200, from_storage(rt, old)
-            new = copy.deepcopy(old)
-            new_meta = new["metadata"]
-            new_meta["finalizers"] = finalizers
-            new_meta.setdefault("deletionTimestamp", now_iso())
-            new_meta.setdefault("deletionGracePeriodSeconds", 0)
-            if req.dry_run:
-                return 200, from_storage(rt, new)
-            return 200, from_storage(rt, self.store.put(rt.key, new, old))
-
-    def _terminate_namespace(self, req: Req, old: JSON) -> JSON:
-        if old["metadata"].get("deletionTimestamp"):
-            return from_storage(req.rt, old)
-        new = copy.deepcopy(old)
-        new["metadata"]["deletionTimestamp"] = now_iso()
-        new.setdefault("status", {})["phase"] = "Terminating"
-        if req.dry_run:
-            return new
-        return self.store.put(req.rt.key, new, old)
+        return delete(self.store, req)
 
     def delete_collection(self, req: Req) -> JSON:
-        labels = label_selector(req.query.get("labelSelector"))
-        fields = field_selector(req.query.get("fieldSelector"))
-        entries, _ = self.store.scan(req.rt.key, req.namespace or None)
-        for entry in entries:
-            obj = entry.obj
-            if labels(obj) and fields(obj):
-                meta = obj["metadata"]
-                sub = Req(req.rt, meta.get("namespace", ""), meta["name"], query=dict(req.query))
-                try:
-                    self.delete(sub)
-                except st.ApiError:
-                    continue
-        head = {"kind": req.rt.list_kind, "apiVersion": req.rt.api_version}
-        return {
-            **head,
-            "metadata": {"resourceVersion": str(self.store.resource_version)},
-            "items": [],
-        }
+        return delete_collection(self.store, req)
 
 
 class StaleRead(st.ApiError):
@@ -460,10 +304,6 @@ class StaleRead(st.ApiError):
     def __init__(self, plural: str, group: str, name: str) -> None:
         err = st.conflict(plural, group, name)
         super().__init__(err.code, err.reason, err.message, err.details)
-
-
-def _strip_type(obj: JSON) -> JSON:
-    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
 
 
 def _same_but_managed(a: JSON, b: JSON) -> bool:

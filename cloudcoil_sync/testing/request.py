@@ -1,0 +1,41 @@
+"""One API request as the object layer sees it."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+from .managed import Writer, manager_name
+from .resources import ResourceType
+
+__all__ = ["Req", "now_iso"]
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Req:
+    rt: ResourceType
+    namespace: str
+    name: str = ""
+    subresource: str = ""
+    query: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    content_type: str = "application/json"
+    user_agent: str = ""
+
+    @property
+    def dry_run(self) -> bool:
+        return self.query.get("dryRun") == "All"
+
+    def writer(self, now: str) -> Writer:
+        return Writer(
+            manager_name(self.user_agent, self.query.get("fieldManager")),
+            self.rt.api_version,
+            self.subresource if self.subresource == "status" else "",
+            not self.rt.builtin,
+            now,
+        )
