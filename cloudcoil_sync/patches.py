@@ -330,4 +330,10 @@ def _known_part_equal(raw: Any, typed: Any) -> bool:
         return len(raw) == len(typed) and all(
             _known_part_equal(a, b) for a, b in zip(raw, typed, strict=True)
         )
+    if _is_number(raw) and _is_number(typed):
+        return bool(raw == typed)  # a float field parses the raw 1 as 1.0
     return _same(raw, typed)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -250,6 +250,7 @@ class Port(BaseModel):
 class Item(BaseModel):
     value: int = 0
     note: str | None = None
+    weight: float | None = None
 
 
 class Spec(BaseModel):
@@ -348,7 +349,18 @@ def test_unnamed_elements_are_matched_by_equality_and_position() -> None:
     after.spec.items.append(Item(value=5))
     assert mutation_patch(raw, before, after)[0]["value"] == [
         {"value": 2, "x": "b"},
-        {"value": 5, "note": None},
+        {"value": 5, "note": None, "weight": None},
+    ]
+
+
+def test_raw_integers_in_float_fields_still_match() -> None:
+    raw = raw_thing(items=[{"value": 1, "weight": 2, "x": 1}, {"value": 2}])
+    before, after = edit(raw)
+    after.spec.items.append(Item(value=3))
+    assert mutation_patch(raw, before, after)[0]["value"] == [
+        {"value": 1, "weight": 2, "x": 1},
+        {"value": 2},
+        {"value": 3, "note": None, "weight": None},
     ]
 
 
