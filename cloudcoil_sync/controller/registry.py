@@ -15,7 +15,9 @@ from typing import Any, Generic, TypeVar
 
 from cloudcoil.resources import Resource
 
+from .reporting import READY, PassRequest, report_outcome, start_pass
 from .stages import Branches, Handler, StageScope, declared_status, ordered
+from .types import Result, Wait
 
 __all__ = ["Finalizer", "Registry"]
 
@@ -136,3 +138,72 @@ class Registry(Generic[T]):
             self.order = order
             self.frozen = True
         return order
+
+    # The pass --------------------------------------------------------------------------
+
+    def run(self, request: PassRequest) -> Any:
+        """One decorated pass over `request` (after the runtime's finalizer step).
+
+        Absent and deleting objects are skipped. Returns what the worker interprets: the
+        reconcile handler's value, a `Result` for waits and `every`, or None. Status the
+        pass staged on `request` is the runtime's to persist with it.
+        """
+        order = self.validate(freeze=True)
+        names = [stage.condition for stage in order] if order else ["Reconcile"]
+        if not start_pass(
+            request, names, managed=self.report_status, stage_conditions=bool(order), reserve=True
+        ):
+            return None
+        if order:
+            return self._run_stages(request, order)
+        return self._run_single(request)
+
+    def _run_stages(self, request: PassRequest, order: list[StageScope[T]]) -> Result | None:
+        report = request.report
+        for stage in order:
+            report.action = stage.name
+            try:
+                handler = stage.handler or stage.branches.select(request.object, request.context)
+                report.action = handler.name
+                returned = handler.call(request.object, request.context)
+                if isinstance(returned, Wait):
+                    raise returned
+                if returned is not None:
+                    raise TypeError("Stage handlers return None, or raise Wait")
+            except Wait as wait:
+                report_outcome(request, stage.condition, wait=wait)
+                return Result(requeue_after=wait.requeue_after)
+            reason = "Reconciled" if stage.handler is not None else report.action
+            report_outcome(request, stage.condition, reason=reason)
+            report.pending.pop(0)
+        report_outcome(request, READY)
+        return None
+
+    def _run_single(self, request: PassRequest) -> Any:
+        report = request.report
+        report.action = "Reconcile"
+        try:
+            handler = self.handler or self.branches.select(request.object, request.context)
+            report.action = handler.name
+            returned = handler.call(request.object, request.context)
+            if isinstance(returned, Wait):
+                raise returned
+            if returned is not None and not isinstance(returned, self.resource | Result):
+                raise TypeError("Reconcile handlers return their resource, Result, or None")
+        except Wait as wait:
+            report_outcome(request, READY, wait=wait)
+            return Result(requeue_after=wait.requeue_after)
+        desired = returned.resource if isinstance(returned, Result) else returned
+        if isinstance(desired, self.resource):
+            request.use(desired)
+            if self.report_status:
+                metadata = desired.metadata
+                request.set_status(observed_generation=metadata.generation if metadata else None)
+        reason = "Reconciled" if self.handler is not None else report.action
+        report_outcome(request, READY, reason=reason)
+        report.pending.clear()
+        if self.every is not None and not (
+            isinstance(returned, Result) and returned.requeue_after is not None
+        ):
+            return Result(resource=desired, requeue_after=self.every)
+        return returned

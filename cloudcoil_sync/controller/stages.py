@@ -19,7 +19,8 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync.callables import function_name, parameters, require_sync
 
-from .types import Wait
+from .reporting import READY, PassRequest, start_pass
+from .types import Result, TerminalError, Wait
 
 __all__ = ["Branch", "Branches", "Cases", "Handler", "Stage", "StageScope", "Stages"]
 
@@ -307,6 +308,17 @@ class Stages(Generic[T]):
     def freeze(self, resource: type[T]) -> None:
         _require_reconcile_status(resource, self.report_status)
 
+    def __call__(self, request: PassRequest) -> Result | None:
+        """Run every stage in order; stop at the first that waits."""
+        names = [stage.name for stage in self.stages]
+        if not start_pass(request, names, managed=self.report_status):
+            return None
+        for stage in self.stages:
+            wait = run_step(request, stage)
+            if wait is not None:
+                return finish(request, wait)
+        return finish(request)
+
 
 @dataclass(frozen=True)
 class LowLevelCase(Generic[T]):
@@ -380,12 +392,83 @@ class Cases(Generic[T]):
             self.cases.sort(key=lambda case: case.priority or 0, reverse=True)
         self.frozen = True
 
+    def __call__(self, request: PassRequest) -> Result | None:
+        """Run the first case whose predicate holds (else the fallback); report on Ready."""
+        if request.resource is None:
+            return None
+        self.freeze(type(request.object))
+        names = [case.stage.name for case in self.cases]
+        if self.fallback is not None:
+            names.append(self.fallback.name)
+        if not start_pass(request, names, managed=self.report_status, stage_conditions=False):
+            return None
+        selected = self.fallback
+        for case in self.cases:
+            # A failing predicate is reported against its case.
+            request.report.pending = [case.stage.name, *(n for n in names if n != case.stage.name)]
+            if _matches(case.when, request):
+                selected = case.stage
+                break
+        if selected is None:
+            raise TerminalError(
+                "No case matched; register an otherwise handler if this is expected"
+            )
+        request.report.pending = [selected.name]
+        return finish(request, run_step(request, selected))
+
     def select(self, request: Any) -> Stage[T] | None:
         """The first case whose predicate holds for `request`, else the fallback (may be None)."""
         for case in self.cases:
-            matches = case.when(request)
-            if type(matches) is not bool:
-                raise TypeError("Case predicates must return bool and must not perform I/O")
-            if matches:
+            if _matches(case.when, request):
                 return case.stage
         return self.fallback
+
+
+def _matches(predicate: Callable[[Any], bool], request: Any) -> bool:
+    matches = predicate(request)
+    if type(matches) is not bool:
+        raise TypeError("Case predicates must return bool and must not perform I/O")
+    return matches
+
+
+def run_step(request: PassRequest, stage: Stage[Any]) -> Wait | None:
+    """Run one low-level step and report its condition (on Ready for cases)."""
+    report = request.report
+    report.action = stage.name
+    try:
+        result = stage.run(request)
+    except Wait as wait:
+        result = wait
+    if result is not None and not isinstance(result, Wait):
+        raise TypeError("A stage must return None (continue) or Wait (stop this pass)")
+    if report.managed:
+        own = report.stage_conditions
+        if result is not None:
+            reason, message = result.reason, result.message
+        else:
+            reason, message = ("Reconciled" if own else stage.name), f"{stage.name} is up to date"
+        request.condition(
+            stage.name if own else READY,
+            result is None,
+            reason=reason,
+            message=message,
+            event=True,
+            action=stage.name,
+        )
+        if result is not None and own:
+            for pending in report.pending[1:]:
+                request.condition(pending, "Unknown", reason="DependencyNotReady")
+            request.condition(READY, False, reason=result.reason, message=result.message)
+    if result is None:
+        report.pending.pop(0)
+    return result
+
+
+def finish(request: PassRequest, wait: Wait | None = None) -> Result:
+    """The low-level pass's result: persist the current object; requeue after a wait."""
+    report = request.report
+    if wait is None and report.managed and report.stage_conditions:
+        request.condition(
+            READY, True, reason="Reconciled", message="All required work is current", event=True
+        )
+    return Result(resource=request.object, requeue_after=wait.requeue_after if wait else None)
