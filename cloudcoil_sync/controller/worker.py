@@ -1,0 +1,417 @@
+"""The worker pass and the worker threads of one controller.
+
+A pass takes a key from the queue, builds the primary model from the informer's JSON
+(`None` if absent), calls the handler with a private copy, persists what the handler
+changed (guarded JSON patch, status through `/status`), then settles the key:
+
+- success: `forget`, and `add_after(requeue_after)` if asked (`Result`, `Wait`);
+- `TerminalError`: failure reported, `forget`, no retry (later events still reconcile);
+- any other exception (409/422 conflicts and timeouts included): failure reported,
+  `retry` with per-key backoff; the next pass reads the informer's newer snapshot.
+
+Handlers run on the worker threads and may block. A pass exceeding `reconcile_timeout`
+cannot be interrupted (threads cannot be cancelled): it is marked timed out, a
+replacement thread keeps the pool at its size, and when the handler finally returns
+nothing it produced is written; the key is retried. The key stays reserved meanwhile,
+so no two passes of one key ever overlap.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from cloudcoil.resources import Resource
+
+from cloudcoil_sync.client.api import ResourceClient
+from cloudcoil_sync.controller.metrics import ControllerMetrics
+from cloudcoil_sync.controller.persist import persist, status_only
+from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
+from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
+
+__all__ = ["Handler", "Outcome", "PassHooks", "Reconciler", "WorkerPool"]
+
+T = TypeVar("T", bound=Resource)
+JSON = dict[str, Any]
+Handler = Callable[[ResourceKey, Any], object]
+
+# How long to wait for the informer to catch up with our own write before looking again.
+STALE_SNAPSHOT_DELAY = 1.0
+MAX_REMEMBERED_WRITES = 10_000
+
+
+class PassHooks(Protocol):
+    """What the definition layer adds around a pass (failure status, Events)."""
+
+    def failed(
+        self, key: ResourceKey, snapshot: Resource | None, error: BaseException
+    ) -> Resource | None:
+        """A copy of `snapshot` whose status reports the failure (only status is written)."""
+
+    def settled(self, key: ResourceKey, succeeded: bool) -> None:
+        """After persistence (flush queued Events, forget per-pass state)."""
+
+
+class _NoHooks:
+    def failed(
+        self, key: ResourceKey, snapshot: Resource | None, error: BaseException
+    ) -> Resource | None:
+        return None
+
+    def settled(self, key: ResourceKey, succeeded: bool) -> None:
+        pass
+
+
+@dataclass
+class Outcome:
+    """What one pass did: the metric result label and the delay of a scheduled requeue."""
+
+    result: str
+    requeue_after: float | None = None
+    error: BaseException | None = None
+    wrote: bool = False
+
+
+@dataclass
+class Deadline:
+    """Set by the pool's watchdog when a pass outlives `reconcile_timeout`."""
+
+    started: float
+    expired: threading.Event = field(default_factory=threading.Event)
+
+
+class PassTimedOut(TimeoutError):
+    """The pass outlived `reconcile_timeout`; whatever it returned was not written."""
+
+
+class Reconciler(Generic[T]):
+    """Run passes for one controller's primary kind."""
+
+    def __init__(
+        self,
+        resource: type[T],
+        handler: Handler,
+        *,
+        queue: WorkQueue[ResourceKey],
+        lookup: Callable[[ResourceKey], JSON | None],
+        client: Callable[[ResourceKey], ResourceClient[Any]],
+        name: str,
+        metrics: ControllerMetrics | None = None,
+        hooks: PassHooks | None = None,
+    ) -> None:
+        self.resource = resource
+        self.name = name
+        self._handler = handler
+        self._queue = queue
+        self._lookup = lookup
+        self._client = client
+        self._metrics = metrics
+        self._hooks: PassHooks = hooks or _NoHooks()
+        self._log = logging.getLogger(f"cloudcoil_sync.controller.{name}")
+        self._lock = threading.Lock()
+        # key -> resourceVersion our last write replaced: a snapshot still at it is stale.
+        self._superseded: dict[ResourceKey, str] = {}
+        self.counts = {"success": 0, "error": 0, "terminal": 0, "cancelled": 0}
+        self.duration = 0.0
+        self.writes = 0
+
+    def process(self, key: ResourceKey, deadline: Deadline | None = None) -> Outcome:
+        """One pass for `key` (the caller holds it from `get` and calls `done`)."""
+        started = time.monotonic()
+        raw = self._lookup(key)
+        snapshot = self.resource.model_validate(raw) if raw is not None else None
+        if snapshot is not None and self._is_stale(key, snapshot):
+            self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
+            return Outcome("skipped")
+        try:
+            outcome = self._run(key, snapshot, deadline)
+        except TerminalError as error:
+            outcome = self._failed(key, snapshot, error, terminal=True)
+        except Exception as error:
+            outcome = self._failed(key, snapshot, error, terminal=False)
+        self._record(outcome, time.monotonic() - started)
+        try:
+            self._hooks.settled(key, outcome.error is None)
+        except Exception:
+            self._log.exception("Settling the pass for %s failed", key)
+        return outcome
+
+    # -- the pass ----------------------------------------------------------------------------
+
+    def _run(self, key: ResourceKey, snapshot: T | None, deadline: Deadline | None) -> Outcome:
+        working = snapshot.model_copy(deep=True) if snapshot is not None else None
+        try:
+            value = self._handler(key, working)
+        except Wait as wait:
+            value = wait
+        _check_deadline(deadline)
+        desired, requeue_after = self._interpret(value)
+        wrote = False
+        if desired is not None:
+            if snapshot is None:
+                raise ValueError("Cannot persist a returned resource for an absent snapshot")
+            wrote = self._write(key, snapshot, desired, deadline)
+        self._queue.forget(key)
+        if requeue_after is not None:
+            self._queue.add_after(key, requeue_after)
+            return Outcome("requeue_after", requeue_after, wrote=wrote)
+        return Outcome("success", wrote=wrote)
+
+    def _interpret(self, value: object) -> tuple[T | None, float | None]:
+        if value is None:
+            return None, None
+        if isinstance(value, Wait):
+            return None, value.requeue_after
+        if isinstance(value, Result):
+            desired = value.resource
+            if desired is not None and not isinstance(desired, self.resource):
+                raise TypeError("Reconcile must return its primary resource type")
+            return desired, value.requeue_after
+        if isinstance(value, Resource):
+            if not isinstance(value, self.resource):
+                raise TypeError("Reconcile must return its primary resource type")
+            return value, None
+        raise TypeError("Reconcile must return its resource, Result, Wait, or None")
+
+    def _write(
+        self, key: ResourceKey, snapshot: T, desired: Resource, deadline: Deadline | None
+    ) -> bool:
+        _check_deadline(deadline)
+        client = self._client(key)
+        response = persist(
+            client,
+            snapshot,
+            desired,
+            status_subresource="status" in client.mapping.subresources,
+        )
+        if response is None:
+            return False
+        self._remember_write(key, snapshot)
+        with self._lock:
+            self.writes += 1
+        return True
+
+    def _failed(
+        self, key: ResourceKey, snapshot: T | None, error: Exception, *, terminal: bool
+    ) -> Outcome:
+        if isinstance(error, PassTimedOut):
+            self._log.error("Reconcile of %s timed out; its result was discarded", key)
+        elif terminal:
+            self._log.error("Reconcile of %s failed terminally: %s", key, error)
+        else:
+            self._log.warning("Reconcile of %s failed: %s", key, error, exc_info=error)
+        try:
+            self._report_failure(key, snapshot, error)
+        except Exception as report_error:
+            # Could not even record the failure: retry the whole pass.
+            self._log.warning("Reporting the failure of %s failed: %s", key, report_error)
+            terminal = False
+        if terminal:
+            self._queue.forget(key)
+        else:
+            self._queue.retry(key)
+        return Outcome("terminal" if terminal else "error", error=error)
+
+    def _report_failure(self, key: ResourceKey, snapshot: T | None, error: Exception) -> None:
+        if snapshot is None:
+            return
+        report = self._hooks.failed(key, snapshot, error)
+        if report is None:
+            return
+        desired = status_only(snapshot, report)
+        client = self._client(key)
+        subresource = "status" in client.mapping.subresources
+        if persist(client, snapshot, desired, status_subresource=subresource) is not None:
+            self._remember_write(key, snapshot)
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _is_stale(self, key: ResourceKey, snapshot: T) -> bool:
+        with self._lock:
+            superseded = self._superseded.get(key)
+            if superseded is None:
+                return False
+            if snapshot.resource_version == superseded:
+                return True
+            del self._superseded[key]
+            return False
+
+    def _remember_write(self, key: ResourceKey, snapshot: T) -> None:
+        version = snapshot.resource_version
+        if not version:
+            return
+        with self._lock:
+            if len(self._superseded) >= MAX_REMEMBERED_WRITES:
+                self._superseded.pop(next(iter(self._superseded)))
+            self._superseded[key] = version
+
+    def _record(self, outcome: Outcome, seconds: float) -> None:
+        terminal = outcome.result == "terminal"
+        label = "error" if terminal else outcome.result
+        if label == "skipped":
+            return
+        with self._lock:
+            self.counts["terminal" if terminal else "error" if label == "error" else "success"] += 1
+            self.duration += seconds
+        if self._metrics is not None:
+            if isinstance(outcome.error, PassTimedOut):
+                self._metrics.timed_out()
+            self._metrics.reconciled(label, seconds, terminal=terminal)
+
+
+def _check_deadline(deadline: Deadline | None) -> None:
+    if deadline is not None and deadline.expired.is_set():
+        raise PassTimedOut("The reconcile pass outlived reconcile_timeout")
+
+
+class WorkerPool:
+    """`workers` threads taking keys from `queue` and running `reconciler.process`."""
+
+    def __init__(
+        self,
+        reconciler: Reconciler[Any],
+        queue: WorkQueue[ResourceKey],
+        *,
+        workers: int,
+        reconcile_timeout: float | None = None,
+        metrics: ControllerMetrics | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("workers must be a positive integer")
+        self._reconciler = reconciler
+        self._queue = queue
+        self._workers = workers
+        self._timeout = reconcile_timeout
+        self._metrics = metrics
+        self._name = reconciler.name
+        self._lock = threading.Condition()
+        self._threads: set[threading.Thread] = set()
+        self._active: dict[threading.Thread, Deadline] = {}
+        self._retired: set[threading.Thread] = set()
+        self._stopping = False
+        self._started = False
+        self._serial = 0
+        self._watchdog: threading.Thread | None = None
+
+    @property
+    def active(self) -> int:
+        """Passes in flight."""
+        with self._lock:
+            return len(self._active)
+
+    @property
+    def timed_out(self) -> int:
+        """Threads still running a pass that outlived `reconcile_timeout`."""
+        with self._lock:
+            return len(self._retired & self._threads)
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                raise RuntimeError("A worker pool can only be started once")
+            self._started = True
+            for _ in range(self._workers):
+                self._spawn()
+            if self._timeout is not None:
+                self._watchdog = threading.Thread(
+                    target=self._watch, name=f"{self._name}-watchdog", daemon=True
+                )
+                self._watchdog.start()
+
+    def stop(self, timeout: float | None = 10.0, *, drain: bool = False) -> bool:
+        """Stop taking keys; let passes in flight finish within `timeout`.
+
+        With `drain`, keys already queued are processed first (within the same bound).
+        Returns False if some pass was still running at the deadline (its thread is left
+        to finish on its own; nothing is interrupted mid-write).
+        """
+        self._queue.shutdown(immediate=not drain)
+        give_up = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+            threads = list(self._threads)
+        for thread in threads:
+            remaining = None if give_up is None else max(0.0, give_up - time.monotonic())
+            thread.join(remaining)
+        if drain:
+            self._queue.shutdown(immediate=True)
+        if self._watchdog is not None:
+            self._watchdog.join(1.0)
+        with self._lock:
+            alive = [t for t in self._threads if t.is_alive()]
+        if alive:
+            logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
+                "%d reconcile pass(es) still running after shutdown_timeout", len(alive)
+            )
+        return not alive
+
+    # -- threads -----------------------------------------------------------------------------
+
+    def _spawn(self) -> None:
+        self._serial += 1
+        thread = threading.Thread(
+            target=self._work, name=f"{self._name}-worker-{self._serial}", daemon=True
+        )
+        self._threads.add(thread)
+        thread.start()
+
+    def _work(self) -> None:
+        me = threading.current_thread()
+        try:
+            while True:
+                with self._lock:
+                    if me in self._retired:
+                        return
+                try:
+                    key = self._queue.get()
+                except QueueClosed:
+                    return
+                deadline = Deadline(time.monotonic())
+                with self._lock:
+                    self._active[me] = deadline
+                    self._lock.notify_all()
+                if self._metrics is not None:
+                    self._metrics.worker_started()
+                try:
+                    self._reconciler.process(key, deadline)
+                except BaseException:
+                    logging.getLogger(f"cloudcoil_sync.controller.{self._name}").exception(
+                        "Unexpected failure processing %s", key
+                    )
+                    self._queue.retry(key)
+                finally:
+                    with self._lock:
+                        self._active.pop(me, None)
+                    self._queue.done(key)
+                    if self._metrics is not None:
+                        self._metrics.worker_finished()
+        finally:
+            with self._lock:
+                self._threads.discard(me)
+                self._retired.discard(me)
+                self._lock.notify_all()
+
+    def _watch(self) -> None:
+        """Mark passes that outlive the timeout and replace their threads."""
+        assert self._timeout is not None
+        limit = self._timeout
+        with self._lock:
+            while not self._stopping:
+                now = time.monotonic()
+                next_check: float | None = None
+                for thread, deadline in list(self._active.items()):
+                    if deadline.expired.is_set():
+                        continue
+                    due = deadline.started + limit
+                    if due <= now:
+                        deadline.expired.set()
+                        self._retired.add(thread)
+                        self._spawn()  # keep the pool's capacity while the pass is stuck
+                    elif next_check is None or due < next_check:
+                        next_check = due
+                self._lock.wait(None if next_check is None else next_check - now)

@@ -1,0 +1,422 @@
+"""Worker passes end to end: informer → queue → handler → guarded patches, on the emulator."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
+
+import pytest
+from cloudcoil.apimachinery import ObjectMeta
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from cloudcoil.pydantic import BaseModel
+from cloudcoil.resources import Resource
+from pydantic import Field
+
+from cloudcoil_sync.client import Config
+from cloudcoil_sync.controller.informer import ClientListWatch, Informer
+from cloudcoil_sync.controller.metrics import OperatorMetrics
+from cloudcoil_sync.controller.queue import WorkQueue
+from cloudcoil_sync.controller.status import ReconcileStatus, set_condition, update_status
+from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
+from cloudcoil_sync.controller.worker import Reconciler, WorkerPool
+from cloudcoil_sync.crd import CRD, custom_resource
+from cloudcoil_sync.testing import Emulator
+
+
+class WidgetSpec(BaseModel):
+    size: int = 1
+
+
+class WidgetStatus(ReconcileStatus):
+    phase: str | None = None
+
+
+@custom_resource(api_version="example.com/v1", plural="widgets")
+class Widget(Resource):
+    api_version: Literal["example.com/v1"] = Field(default="example.com/v1", alias="apiVersion")
+    kind: Literal["Widget"] = "Widget"
+    spec: WidgetSpec | None = None
+    status: WidgetStatus | None = None
+
+
+class Loop:
+    """A minimal controller runtime around one kind, for tests of the worker pass."""
+
+    def __init__(
+        self,
+        config: Config,
+        kind: type[Resource],
+        handler: Callable[[ResourceKey, Any], object],
+        *,
+        workers: int = 2,
+        reconcile_timeout: float | None = None,
+        hooks: Any = None,
+    ) -> None:
+        self.calls: Counter[str] = Counter()
+        self.lock = threading.Condition()
+        self.metrics = OperatorMetrics()
+        controller = self.metrics.controller("test", workers=workers)
+        self.queue: WorkQueue[ResourceKey] = WorkQueue(
+            base_delay=0.01, max_delay=0.05, metrics=controller.queue
+        )
+        self.informer = Informer(
+            ClientListWatch(config.client(kind), namespace="default"), name="t"
+        )
+        enqueue = self._enqueue
+        self.informer.add_handler(
+            on_add=enqueue, on_update=lambda old, new: enqueue(new), on_delete=enqueue
+        )
+
+        def counted(key: ResourceKey, obj: Any) -> object:
+            with self.lock:
+                self.calls[key.name] += 1
+                self.lock.notify_all()
+            return handler(key, obj)
+
+        self.reconciler = Reconciler(
+            kind,
+            counted,
+            queue=self.queue,
+            lookup=lambda key: self.informer.store.get(key.namespace, key.name),
+            client=lambda key: config.client(kind, namespace=key.namespace),
+            name="test",
+            metrics=controller,
+            hooks=hooks,
+        )
+        self.pool = WorkerPool(
+            self.reconciler,
+            self.queue,
+            workers=workers,
+            reconcile_timeout=reconcile_timeout,
+            metrics=controller,
+        )
+
+    def _enqueue(self, obj: dict[str, Any]) -> None:
+        self.queue.add(ResourceKey.from_resource(obj))
+
+    def start(self) -> Loop:
+        self.informer.start()
+        assert self.informer.wait_synced(timeout=10)
+        self.pool.start()
+        return self
+
+    def stop(self) -> None:
+        assert self.pool.stop(timeout=5)
+        assert self.informer.stop(timeout=5)
+
+    def idle(self, timeout: float = 10) -> bool:
+        return self.queue.join(timeout)
+
+    def called(self, name: str, times: int = 1, timeout: float = 10) -> bool:
+        """Wait until the handler ran `times` for `name`, then until the queue is idle."""
+        with self.lock:
+            if not self.lock.wait_for(lambda: self.calls[name] >= times, timeout):
+                return False
+        return self.idle(timeout)
+
+
+@pytest.fixture
+def loops() -> Iterator[list[Loop]]:
+    running: list[Loop] = []
+    yield running
+    for loop in running:
+        loop.stop()
+
+
+def run(loops: list[Loop], *args: Any, **kwargs: Any) -> Loop:
+    loop = Loop(*args, **kwargs)
+    loops.append(loop)
+    return loop.start()
+
+
+def mark_managed(key: ResourceKey, cm: ConfigMap | None) -> ConfigMap | None:
+    if cm is None:
+        return None
+    cm.data = {**(cm.data or {}), "managed": "yes"}
+    return cm
+
+
+def configmaps(kube: Emulator) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in kube.list_objects("", "configmaps", "default")}
+
+
+def test_objects_converge_with_one_write_each(
+    kube_emulator: Emulator, kube_config: Config, loops: list[Loop]
+) -> None:
+    api = kube_config.client(ConfigMap).raw
+    for i in range(10):
+        api.create({"metadata": {"name": f"before-{i}"}})
+    loop = run(loops, kube_config, ConfigMap, mark_managed)
+    for i in range(10):
+        api.create({"metadata": {"name": f"after-{i}"}, "data": {"keep": "me"}})
+
+    def converged() -> bool:
+        objects = configmaps(kube_emulator)
+        return len(objects) == 20 and all(
+            (o.get("data") or {}).get("managed") == "yes" for o in objects.values()
+        )
+
+    assert kube_emulator.wait_for(converged, timeout=10)
+    assert loop.idle()
+    assert loop.reconciler.writes == 20  # the watch echo of our own write is a no-op
+    assert configmaps(kube_emulator)["after-3"]["data"] == {"keep": "me", "managed": "yes"}
+    assert loop.reconciler.counts["error"] == 0
+
+
+def test_handler_errors_back_off_per_key(
+    kube_emulator: Emulator, kube_config: Config, loops: list[Loop]
+) -> None:
+    def flaky(key: ResourceKey, cm: ConfigMap | None) -> ConfigMap | None:
+        if key.name == "bad" and loop.calls["bad"] < 3:
+            raise RuntimeError("transient")
+        return mark_managed(key, cm)
+
+    loop = run(loops, kube_config, ConfigMap, flaky)
+    api = kube_config.client(ConfigMap).raw
+    api.create({"metadata": {"name": "bad"}})
+    api.create({"metadata": {"name": "good"}})
+    assert kube_emulator.wait_for(
+        lambda: all(
+            (configmaps(kube_emulator)[n].get("data") or {}).get("managed") for n in ("bad", "good")
+        )
+    )
+    assert loop.idle()
+    assert loop.calls["bad"] >= 3
+    assert loop.reconciler.counts["error"] == 2
+    assert loop.queue.num_retries(ResourceKey("bad", "default")) == 0  # forgotten on success
+    text = loop.metrics.render().decode()
+    assert 'controller_runtime_reconcile_errors_total{controller="test"} 2.0' in text
+
+
+def test_terminal_errors_are_not_retried(kube_config: Config, loops: list[Loop]) -> None:
+    done = threading.Event()
+
+    def terminal(key: ResourceKey, cm: ConfigMap | None) -> None:
+        if cm is not None and (cm.data or {}).get("fixed"):
+            done.set()
+            return
+        raise TerminalError("cannot handle this object")
+
+    loop = run(loops, kube_config, ConfigMap, terminal)
+    api = kube_config.client(ConfigMap).raw
+    api.create({"metadata": {"name": "x"}})
+    assert loop.called("x")
+    assert loop.calls["x"] == 1
+    assert loop.reconciler.counts["terminal"] == 1
+    api.merge_patch("x", {"data": {"fixed": "1"}})  # a later event still reconciles
+    assert done.wait(timeout=10)
+    text = loop.metrics.render().decode()
+    assert 'controller_runtime_terminal_reconcile_errors_total{controller="test"} 1.0' in text
+
+
+@pytest.mark.parametrize("style", ["raise", "return", "result"])
+def test_wait_and_requeue_after_schedule_another_pass(
+    kube_config: Config, loops: list[Loop], style: str
+) -> None:
+    again = threading.Event()
+
+    def waiting(key: ResourceKey, cm: ConfigMap | None) -> object:
+        if loop.calls[key.name] >= 2:
+            again.set()
+            return None
+        if style == "raise":
+            raise Wait("Pending", "not yet", after=0.05)
+        if style == "return":
+            return Wait("Pending", after=0.05)
+        return Result(requeue_after=0.05)
+
+    loop = run(loops, kube_config, ConfigMap, waiting)
+    kube_config.client(ConfigMap).raw.create({"metadata": {"name": "w"}})
+    assert again.wait(timeout=10)
+    assert loop.reconciler.counts["error"] == 0
+    assert loop.queue.num_retries(ResourceKey("w", "default")) == 0
+    text = loop.metrics.render().decode()
+    assert (
+        'controller_runtime_reconcile_total{controller="test",result="requeue_after"} 1.0' in text
+    )
+
+
+def test_concurrent_change_is_never_overwritten(
+    kube_emulator: Emulator, kube_config: Config, loops: list[Loop]
+) -> None:
+    api = kube_config.client(ConfigMap).raw
+
+    def racing(key: ResourceKey, cm: ConfigMap | None) -> ConfigMap | None:
+        if cm is None or (cm.data or {}).get("managed"):
+            return None
+        if loop.calls[key.name] == 1:
+            api.merge_patch(key.name, {"data": {"concurrent": "change"}})  # someone else
+        return mark_managed(key, cm)
+
+    loop = run(loops, kube_config, ConfigMap, racing)
+    api.create({"metadata": {"name": "race"}})
+    assert kube_emulator.wait_for(
+        lambda: (configmaps(kube_emulator)["race"].get("data") or {}).get("managed") == "yes"
+    )
+    assert configmaps(kube_emulator)["race"]["data"] == {"concurrent": "change", "managed": "yes"}
+    assert loop.idle()
+    assert loop.reconciler.counts["error"] == 1  # the guarded patch was refused once
+    assert loop.reconciler.writes == 1
+
+
+def test_wrong_return_values_are_errors(kube_config: Config, loops: list[Loop]) -> None:
+    failures: list[BaseException] = []
+
+    class Hooks:
+        def failed(self, key: ResourceKey, snapshot: Any, error: BaseException) -> None:
+            failures.append(error)
+
+        def settled(self, key: ResourceKey, succeeded: bool) -> None:
+            pass
+
+    def wrong(key: ResourceKey, cm: ConfigMap | None) -> object:
+        if loop.calls[key.name] == 1:
+            return "yes"
+        if loop.calls[key.name] == 2:
+            return Widget(metadata=ObjectMeta(name="w"))
+        return None
+
+    loop = run(loops, kube_config, ConfigMap, wrong, hooks=Hooks())
+    kube_config.client(ConfigMap).raw.create({"metadata": {"name": "x"}})
+    assert loop.called("x", 3)
+    assert [str(e) for e in failures] == [
+        "Reconcile must return its resource, Result, Wait, or None",
+        "Reconcile must return its primary resource type",
+    ]
+    assert loop.calls["x"] == 3
+
+
+@pytest.fixture
+def widgets(kube_config: Config) -> Config:
+    kube_config.client(("apiextensions.k8s.io", "v1", "customresourcedefinitions")).create(
+        CRD(Widget).manifest()
+    )
+    return kube_config
+
+
+def widget(config: Config, name: str) -> None:
+    config.client(Widget).raw.create(
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {}}
+    )
+
+
+def test_status_goes_to_the_status_subresource(
+    kube_emulator: Emulator, widgets: Config, loops: list[Loop]
+) -> None:
+    def reconcile(key: ResourceKey, obj: Widget | None) -> Widget | None:
+        if obj is None or (obj.status and obj.status.phase):
+            return None
+        obj.metadata.labels = {"seen": "yes"}  # type: ignore[union-attr]
+        update_status(obj, phase="Ready")
+        set_condition(obj, "Ready", True, reason="Reconciled")
+        return obj
+
+    loop = run(loops, widgets, Widget, reconcile)
+    widget(widgets, "w1")
+    assert kube_emulator.wait_for(
+        lambda: (
+            (kube_emulator.get_object("example.com", "widgets", "default", "w1") or {})
+            .get("status", {})
+            .get("phase")
+            == "Ready"
+        )
+    )
+    stored = kube_emulator.get_object("example.com", "widgets", "default", "w1")
+    assert stored is not None
+    assert stored["metadata"]["labels"] == {"seen": "yes"}
+    assert stored["status"]["conditions"][0]["type"] == "Ready"
+    assert loop.idle()
+    patches = [e.path for e in kube_emulator.request_log if e.method == "PATCH"]
+    assert patches[:2] == [
+        "/apis/example.com/v1/namespaces/default/widgets/w1",
+        "/apis/example.com/v1/namespaces/default/widgets/w1/status",
+    ]
+
+
+def test_failures_report_status_only(
+    kube_emulator: Emulator, widgets: Config, loops: list[Loop]
+) -> None:
+    class Hooks:
+        def failed(self, key: ResourceKey, snapshot: Any, error: BaseException) -> Widget:
+            report = snapshot.model_copy(deep=True)
+            report.metadata.labels = {"must-not": "be-written"}
+            return set_condition(
+                report, "Ready", False, reason="ReconcileFailed", message=type(error).__name__
+            )
+
+        def settled(self, key: ResourceKey, succeeded: bool) -> None:
+            pass
+
+    def broken(key: ResourceKey, obj: Widget | None) -> Widget:
+        raise TerminalError("no")
+
+    loop = run(loops, widgets, Widget, broken, hooks=Hooks())
+    widget(widgets, "w2")
+    assert kube_emulator.wait_for(
+        lambda: bool(
+            (kube_emulator.get_object("example.com", "widgets", "default", "w2") or {})
+            .get("status", {})
+            .get("conditions")
+        )
+    )
+    stored = kube_emulator.get_object("example.com", "widgets", "default", "w2")
+    assert stored is not None
+    assert stored["status"]["conditions"][0]["message"] == "TerminalError"
+    assert "labels" not in stored["metadata"]
+    assert loop.idle()
+
+
+def test_stuck_pass_times_out_without_blocking_others(
+    kube_emulator: Emulator, kube_config: Config, loops: list[Loop]
+) -> None:
+    release = threading.Event()
+    stuck = threading.Event()
+
+    def slow(key: ResourceKey, cm: ConfigMap | None) -> ConfigMap | None:
+        if key.name == "slow" and loop.calls["slow"] == 1:
+            stuck.set()
+            assert release.wait(timeout=10)
+            cm.data = {"written": "late"}  # type: ignore[union-attr]
+            return cm
+        return mark_managed(key, cm)
+
+    loop = run(loops, kube_config, ConfigMap, slow, workers=1, reconcile_timeout=0.2)
+    api = kube_config.client(ConfigMap).raw
+    api.create({"metadata": {"name": "slow"}})
+    assert stuck.wait(timeout=10)
+    api.create({"metadata": {"name": "other"}})  # served by the replacement thread
+    assert kube_emulator.wait_for(
+        lambda: (configmaps(kube_emulator)["other"].get("data") or {}).get("managed") == "yes"
+    )
+    assert loop.pool.timed_out == 1
+    release.set()
+    assert kube_emulator.wait_for(
+        lambda: (configmaps(kube_emulator)["slow"].get("data") or {}).get("managed") == "yes"
+    )
+    assert "written" not in configmaps(kube_emulator)["slow"]["data"]  # discarded
+    assert loop.idle()
+    text = loop.metrics.render().decode()
+    assert 'controller_runtime_reconcile_timeouts_total{controller="test"} 1.0' in text
+
+
+def test_stop_lets_the_pass_in_flight_finish(kube_emulator: Emulator, kube_config: Config) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def blocking(key: ResourceKey, cm: ConfigMap | None) -> ConfigMap | None:
+        entered.set()
+        assert release.wait(timeout=10)
+        return mark_managed(key, cm)
+
+    loop = Loop(kube_config, ConfigMap, blocking, workers=1).start()
+    kube_config.client(ConfigMap).raw.create({"metadata": {"name": "inflight"}})
+    assert entered.wait(timeout=10)
+    stopped: list[bool] = []
+    stopper = threading.Thread(target=lambda: stopped.append(loop.pool.stop(timeout=10)))
+    stopper.start()
+    release.set()
+    stopper.join(timeout=15)
+    assert stopped == [True]
+    assert configmaps(kube_emulator)["inflight"]["data"] == {"managed": "yes"}  # not cut short
+    assert loop.informer.stop(timeout=5)
