@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import pytest
+from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 from cloudcoil.pydantic import BaseModel
 from cloudcoil.resources import Resource
@@ -229,6 +230,28 @@ def test_diff_refuses_kind_changes() -> None:
         diff(before, after)
 
 
+string_maps = st.none() | st.dictionaries(st.text("ab/~.", max_size=3), st.text(max_size=3))
+
+
+@given(string_maps, string_maps, string_maps, string_maps)
+def test_diff_applied_to_the_fetched_object_gives_the_edit(
+    data: dict[str, str] | None,
+    new_data: dict[str, str] | None,
+    labels: dict[str, str] | None,
+    new_labels: dict[str, str] | None,
+) -> None:
+    before = fetched_config_map()
+    before.data, before.metadata.labels = data, labels  # type: ignore[union-attr]
+    after = before.model_copy(deep=True)
+    after.data, after.metadata.labels = new_data, new_labels  # type: ignore[union-attr]
+    patch = diff(before, after)
+    wire = before.model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert apply_patch(wire, patch) == after.model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    assert (patch == []) == (data == new_data and labels == new_labels)
+
+
 def test_diff_needs_a_fetched_object() -> None:
     unsaved = ConfigMap.model_validate({"metadata": {"name": "c", "namespace": "ns"}})
     message = "An optimistic diff needs a fetched resource with UID and resourceVersion"
@@ -361,6 +384,42 @@ def test_raw_integers_in_float_fields_still_match() -> None:
         {"value": 1, "weight": 2, "x": 1},
         {"value": 2},
         {"value": 3, "note": None, "weight": None},
+    ]
+
+
+def test_built_in_kinds_keep_unknown_and_defaulted_fields() -> None:
+    raw: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {"name": "app", "image": "web:1", "futureField": {"on": True}},
+                        {"name": "sidecar", "image": "proxy:1"},
+                    ]
+                },
+            },
+        },
+    }
+    before = Deployment.model_validate(raw)
+    after = before.model_copy(deep=True)
+    after.metadata.labels = {"team": "a"}  # type: ignore[union-attr]
+    after.spec.template.spec.containers[0].image = "web:2"  # type: ignore[union-attr]
+    patch = mutation_patch(raw, before, after)
+    assert patch == [
+        {"op": "add", "path": "/metadata/labels", "value": {"team": "a"}},
+        {
+            "op": "replace",
+            "path": "/spec/template/spec/containers",
+            "value": [
+                {"name": "app", "image": "web:2", "futureField": {"on": True}},
+                {"name": "sidecar", "image": "proxy:1"},
+            ],
+        },
     ]
 
 
