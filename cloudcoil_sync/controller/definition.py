@@ -20,6 +20,7 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync.admission.routes import Route, ScopedAdmission
 
 from .registry import Registry
+from .reporting import PassRequest
 from .stages import Cases, Stages, StageScope, require_sync
 from .types import ResourceKey
 
@@ -325,6 +326,18 @@ class Controller(Generic[T]):
     def watched_namespace(self, operator_namespace: str) -> str | None:
         """The namespace the primary informer watches; None means all namespaces."""
         return None if self.all_namespaces else self.namespace or operator_namespace
+
+    def run_pass(self, request: PassRequest) -> Any:
+        """Execute one pass's handlers for `request` (the runtime's per-pass request).
+
+        The constructor reconciler (a function, `Stages` or `Cases`) receives the request;
+        decorated handlers run through the registry (stages, cases or reconcile).
+        Finalizer handling and persistence are the runtime's, around this call.
+        """
+        self.validate_definition(freeze=True)
+        if self.reconciler is not None:
+            return self.reconciler(request)
+        return self.registry.run(request)
 
     def validate_definition(self, *, freeze: bool = False) -> None:
         """Check the completed definition; with `freeze`, refuse later registration."""

@@ -245,3 +245,18 @@ def test_low_level_cases_first_match_on_ready():
     odd.case("Odd", when=lambda request: 1)(lambda request: None)  # type: ignore[arg-type,return-value]
     with pytest.raises(TypeError, match="Case predicates must return bool"):
         odd(Request(widget()))
+
+
+def test_controller_run_pass_uses_constructor_or_decorated_handlers():
+    low_level = Controller(Widget, Stages(Stage("Applied", lambda request: None)))
+    request = Request(widget())
+    assert low_level.run_pass(request) == Result(resource=request.object)
+    assert low_level.frozen
+
+    def reconcile(request):
+        return Result(requeue_after=1)
+
+    assert Controller(Widget, reconcile).run_pass(Request(widget())) == Result(requeue_after=1)
+    decorated = Controller(ConfigMap)
+    decorated.reconcile()(lambda config: None)
+    assert decorated.run_pass(Request(ConfigMap(metadata=ObjectMeta(name="c")))) is None
