@@ -159,7 +159,7 @@ def handle(emu: Emulator, ex: Exchange) -> None:
     except st.ApiError as err:
         _respond_error(ex, err)
     except (OSError, ValueError):
-        ex._h.close_connection = True
+        ex.close_connection = True
     except Exception:
         traceback.print_exc()
         _respond_error(ex, st.ApiError(500, "InternalError", "internal error in the emulator", {}))
@@ -173,7 +173,7 @@ def _respond_error(ex: Exchange, err: st.ApiError) -> None:
     try:
         ex.respond(err.code, dumps(err.body()), headers=err.headers)
     except OSError:
-        ex._h.close_connection = True
+        ex.close_connection = True
 
 
 def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], user: User) -> None:

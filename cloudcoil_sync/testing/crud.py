@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import random
 import uuid
 from collections.abc import Callable
@@ -79,7 +78,8 @@ class Objects:
         self, req: Req, body: JSON | None = None, managed: list[JSON] | None = None
     ) -> tuple[int, JSON]:
         rt = req.rt
-        obj = copy.deepcopy(body if body is not None else req.body)
+        # The body is owned by this call (freshly decoded or built by the caller).
+        obj = body if body is not None else req.body
         if not isinstance(obj, dict):
             raise st.bad_request("the body of the request must be a JSON object")
         check_kind(rt, obj)
@@ -98,7 +98,7 @@ class Objects:
             suffix = "".join(random.choices(_GEN_CHARS, k=5))
             meta["name"] = meta["generateName"] + suffix
         req.name = meta.get("name", "")
-        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        obj = {"kind": rt.kind, "apiVersion": rt.api_version, **_untyped(obj)}
         validate(rt, obj, rt.group)
         if rt.status_subresource:
             obj.pop("status", None)
@@ -134,10 +134,20 @@ class Objects:
             raise st.bad_request("the body of the request must be a JSON object")
         check_kind(rt, new)
         view_old = from_storage(rt, old)
-        new = copy.deepcopy(new)
-        meta = new.setdefault("metadata", {})
+        # Nested values may be shared with the stored object: only top level and metadata are
+        # rebuilt here, and defaulting only fills fields a stored object already has.
+        meta = new.get("metadata")
+        if meta is None:
+            meta = {}
         if not isinstance(meta, dict):
             raise st.bad_request("metadata must be an object")
+        new = {
+            "kind": rt.kind,
+            "apiVersion": rt.api_version,
+            **_untyped(new),
+            "metadata": dict(meta),
+        }
+        meta = new["metadata"]
         sent_rv = meta.get("resourceVersion")
         if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
             raise st.conflict(rt.plural, rt.group, req.name)
@@ -296,6 +306,10 @@ class Objects:
 
     def delete_collection(self, req: Req) -> JSON:
         return delete_collection(self.store, req)
+
+
+def _untyped(obj: JSON) -> JSON:
+    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
 
 
 class StaleRead(st.ApiError):

@@ -11,7 +11,6 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 __all__ = ["Exchange", "HTTPServer"]
@@ -37,34 +36,50 @@ _REASONS = {
 }
 
 
+class Headers(dict[str, str]):
+    """Request headers with case-insensitive ``get`` (keys are stored lower-cased)."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.lower(), default)
+
+
 class Exchange:
     """One request as the application sees it, with ways to answer it."""
 
-    def __init__(self, handler: _Handler) -> None:
-        self._h = handler
-        self.method: str = handler.command
-        self.target: str = handler.path
-        self.headers = handler.headers
+    def __init__(
+        self, method: str, target: str, headers: Headers, rfile: Any, send: Callable[[bytes], Any]
+    ) -> None:
+        self.method = method
+        self.target = target
+        self.headers = headers
         self.status = 0
         self.streaming = False
+        self.close_connection = headers.get("connection", "").lower() == "close"
+        self._rfile = rfile
+        self._send = send
+        self._body_read = False
 
     def body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
+        if self._body_read:
+            return b""
+        self._body_read = True
+        length = int(self.headers.get("content-length") or 0)
         if length:
-            return self._h.rfile.read(length)
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data: bytes = self._rfile.read(length)
+            return data
+        if self.headers.get("transfer-encoding", "").lower() == "chunked":
             return self._read_chunked()
         return b""
 
     def _read_chunked(self) -> bytes:
         parts: list[bytes] = []
         while True:
-            size = int(self._h.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            size = int(self._rfile.readline().split(b";")[0].strip() or b"0", 16)
             if size == 0:
-                self._h.rfile.readline()
+                self._rfile.readline()
                 return b"".join(parts)
-            parts.append(self._h.rfile.read(size))
-            self._h.rfile.readline()
+            parts.append(self._rfile.read(size))
+            self._rfile.readline()
 
     def respond(
         self,
@@ -81,61 +96,77 @@ class Exchange:
         ]
         for key, value in (headers or {}).items():
             lines.append(f"{key}: {value}")
-        if self._h.close_connection:
+        if self.close_connection:
             lines.append("Connection: close")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        self._h.wfile.write(head + body)
+        self._send(head + body)
 
     def start_stream(self, content_type: str = "application/json") -> Callable[[bytes], None]:
         """Send 200 headers for a chunked stream; returns the chunk writer."""
         self.status = 200
         self.streaming = True
-        head = (
-            "HTTP/1.1 200 OK\r\n"
-            f"Content-Type: {content_type}\r\n"
-            "Transfer-Encoding: chunked\r\n"
-            "Cache-Control: no-cache, private\r\n\r\n"
-        ).encode("latin-1")
-        self._h.wfile.write(head)
-        wfile = self._h.wfile
+        self._send(
+            (
+                "HTTP/1.1 200 OK\r\n"
+                f"Content-Type: {content_type}\r\n"
+                "Transfer-Encoding: chunked\r\n"
+                "Cache-Control: no-cache, private\r\n\r\n"
+            ).encode("latin-1")
+        )
+        send = self._send
 
         def write(data: bytes) -> None:
             if data:
-                wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                send(b"%x\r\n%s\r\n" % (len(data), data))
 
         return write
 
     def end_stream(self, abort: bool = False) -> None:
         if abort:
-            self._h.close_connection = True
-            return
-        self._h.wfile.write(b"0\r\n\r\n")
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    server_version = "cloudcoil-sync-emulator"
-    app: Callable[[Exchange], None]
-
-    def handle_one_request(self) -> None:
-        try:
-            self.raw_requestline = self.rfile.readline(65537)
-        except (OSError, ValueError):
             self.close_connection = True
             return
-        if not self.raw_requestline:
-            self.close_connection = True
-            return
-        if not self.parse_request():
-            return
-        exchange = Exchange(self)
-        self.app(exchange)
-        with contextlib.suppress(OSError, ValueError):
-            self.wfile.flush()
+        self._send(b"0\r\n\r\n")
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+
+def _read_request(rfile: Any) -> tuple[str, str, str, Headers] | None:
+    """Request line and headers, or None at end of connection."""
+    line = rfile.readline(65537)
+    while line in (b"\r\n", b"\n"):  # tolerate stray newlines between requests
+        line = rfile.readline(65537)
+    if not line:
+        return None
+    parts = line.decode("latin-1").split()
+    if len(parts) != 3:
+        raise ValueError(f"malformed request line {line[:80]!r}")
+    headers = Headers()
+    for _ in range(200):
+        raw = rfile.readline(65537)
+        if raw in (b"\r\n", b"\n", b""):
+            break
+        key, _, value = raw.decode("latin-1").partition(":")
+        headers[key.strip().lower()] = value.strip()
+    return parts[0], parts[1], parts[2], headers
+
+
+def serve_connection(sock: socket.socket, app: Callable[[Exchange], None]) -> None:
+    """Answer requests on one keep-alive connection until it closes."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    rfile = sock.makefile("rb", buffering=65536)
+    try:
+        while True:
+            request = _read_request(rfile)
+            if request is None:
+                return
+            method, target, version, headers = request
+            exchange = Exchange(method, target, headers, rfile, sock.sendall)
+            if version == "HTTP/1.0":
+                exchange.close_connection = True
+            app(exchange)
+            if exchange.close_connection:
+                return
+            exchange.body()  # drain an unread body before the next request
+    finally:
+        rfile.close()
 
 
 class HTTPServer:
@@ -146,7 +177,7 @@ class HTTPServer:
         port: int = 0,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self._handler = type("Handler", (_Handler,), {"app": staticmethod(app)})
+        self._app = app
         self._ssl = ssl_context
         self._sock = socket.create_server((host, port), backlog=512)
         self.port: int = self._sock.getsockname()[1]
@@ -194,7 +225,7 @@ class HTTPServer:
                 sock.settimeout(None)
                 with self._lock:
                     self._conns[ident] = sock
-            self._handler(sock, addr, self)
+            serve_connection(sock, self._app)
         except (OSError, ssl.SSLError, ValueError):
             pass
         finally:
