@@ -103,3 +103,19 @@ def test_kube_config_fixture_points_at_emulator(kube_emulator: Emulator) -> None
     except ImportError:
         return  # the client package is not there yet; the fixture is exercised elsewhere
     assert config.server == kube_emulator.url
+
+
+def test_silent_client_does_not_block_others(client: Client) -> None:
+    # A TCP connection that never starts its TLS handshake must not hold up the server.
+    with socket.create_connection(("127.0.0.1", client.emulator.port), timeout=5):
+        assert client.get(CM).status_code == 200
+        with socket.create_connection(("127.0.0.1", client.emulator.port), timeout=5) as half:
+            half.sendall(b"\x16\x03\x01")  # a partial ClientHello
+            assert client.post(CM, configmap("still-served")).status_code == 201
+
+
+def test_connection_close_header_is_honoured(client: Client) -> None:
+    first = client.get(CM, headers={"Connection": "close"})
+    assert first.headers.get("Connection") == "close"
+    client.get(CM)
+    assert client.emulator.connections_accepted == 2

@@ -175,3 +175,31 @@ def test_restart_cuts_streams_and_loses_history(client: Client, streams: list[St
     again = client.get(CM + f"?watch=true&resourceVersion={rv}")
     assert json.loads(again.text.splitlines()[0])["object"]["code"] == 410
     assert client.get(CM + "/r1").status_code == 200
+
+
+def test_concurrent_writers_every_event_seen_once_in_order(
+    client: Client, streams: list[Stream]
+) -> None:
+    rv = client.get(CM).json()["metadata"]["resourceVersion"]
+    stream = open_stream(client, streams, f"resourceVersion={rv}&timeoutSeconds=30")
+
+    def write(k: int) -> None:
+        c = client.as_token(client.emulator.admin_token)
+        for i in range(25):
+            c.post(CM, configmap(f"cw{k}-{i}"))
+            c.patch(CM + f"/cw{k}-{i}", {"data": {"i": str(i)}})
+        c.close()
+
+    writers = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(30)
+    events = stream.wait(200, timeout=10)
+    assert len(events) == 200
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert rvs == sorted(set(rvs))
+    per_object: dict[str, list[str]] = {}
+    for e in events:
+        per_object.setdefault(e["object"]["metadata"]["name"], []).append(e["type"])
+    assert all(types == ["ADDED", "MODIFIED"] for types in per_object.values())
