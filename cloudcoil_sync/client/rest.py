@@ -8,6 +8,7 @@ client only when a kind is unknown at run time (see :mod:`cloudcoil_sync.client.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,14 @@ __all__ = [
     "register",
     "split_api_version",
 ]
+
+
+_PLAIN = re.compile(r"[a-z0-9][a-z0-9.\-]*\Z")
+
+
+def _segment(value: str) -> str:
+    """URL-quote a path segment (object and namespace names are usually plain DNS names)."""
+    return value if _PLAIN.match(value) else quote(value, safe="")
 
 
 class UnknownKind(LookupError):
@@ -75,14 +84,14 @@ class RESTMapping:
             )
         parts = [self.base]
         if self.namespaced and namespace:
-            parts.append(f"namespaces/{quote(namespace, safe='')}")
+            parts.append(f"namespaces/{_segment(namespace)}")
         elif self.namespaced and name is not None:
             raise ValueError(f"{self.kind} {name!r} is namespaced: a namespace is required")
         parts.append(self.plural)
         if name is not None:
             if not name:
                 raise ValueError(f"{self.kind}: empty object name")
-            parts.append(quote(name, safe=""))
+            parts.append(_segment(name))
         if subresource:
             if name is None:
                 raise ValueError(f"subresource {subresource!r} needs an object name")
