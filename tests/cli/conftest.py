@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 from manifests.certs import make_ca
 
-import cloudcoil_sync.controller  # noqa: F401  (imports admission in a working order)
-
 
 @pytest.fixture(scope="session")
 def ca_pair() -> tuple[bytes, bytes]:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-import cloudcoil_sync.controller  # noqa: F401  (imports admission in a working order)
-
 from .certs import make_ca
 
 
