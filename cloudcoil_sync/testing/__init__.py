@@ -44,8 +44,18 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   controller thread is where a Deployment-status controller will observe Deployments.
 """
 
-from .emulator import AdmissionHook, Emulator
+from .api import LogEntry
+from .emulator import Emulator
 from .faults import Faults, InjectedFault
+from .hooks import AdmissionHook, StoreObserver
 from .status import ApiError
 
-__all__ = ["AdmissionHook", "ApiError", "Emulator", "Faults", "InjectedFault"]
+__all__ = [
+    "AdmissionHook",
+    "ApiError",
+    "Emulator",
+    "Faults",
+    "InjectedFault",
+    "LogEntry",
+    "StoreObserver",
+]

@@ -9,13 +9,14 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from . import status as st
 from .api import LogEntry, handle
 from .controllers import Controllers
 from .crud import Objects, Req
 from .faults import Faults
+from .hooks import AdmissionHook
 from .http import Exchange, HTTPServer
 from .rbac import Authorizer
 from .resources import Registry
@@ -26,21 +27,10 @@ from .watch import WatchRegistry
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
 
-__all__ = ["AdmissionHook", "Emulator"]
+__all__ = ["Emulator"]
 
 JSON = dict[str, Any]
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
-
-class AdmissionHook(Protocol):
-    """Called before every create/update/patch/delete (design hook for admission webhooks).
-
-    A future implementation reads stored Mutating/ValidatingWebhookConfigurations, calls each
-    matching webhook over HTTPS with its caBundle, applies returned JSON patches to
-    ``req.body`` and raises ``ApiError`` for denials.
-    """
-
-    def __call__(self, verb: str, req: Req) -> None: ...
 
 
 class Emulator:
@@ -163,6 +153,24 @@ class Emulator:
     @property
     def open_watches(self) -> int:
         return self.watches.count()
+
+    def create_object(self, body: JSON) -> JSON:
+        """Create ``body`` (any served kind, by apiVersion/kind) directly, as the admin."""
+        rt = self.registry.by_kind(body.get("apiVersion", ""), body.get("kind", ""))
+        if rt is None:
+            raise ValueError(
+                f"the emulator does not serve {body.get('apiVersion')}/{body.get('kind')}"
+            )
+        meta = body.get("metadata") or {}
+        namespace = (meta.get("namespace") or "default") if rt.namespaced else ""
+        req = Req(
+            rt,
+            namespace,
+            meta.get("name", ""),
+            body=copy.deepcopy(body),
+            user_agent="cloudcoil-sync-emulator",
+        )
+        return self.objects.create(req)[1]
 
     def get_object(self, group: str, plural: str, namespace: str, name: str) -> JSON | None:
         """A copy of a stored object (storage form), or None."""

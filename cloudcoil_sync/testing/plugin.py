@@ -4,12 +4,15 @@ Fixtures:
 
 - ``kube_emulator``: a started :class:`~cloudcoil_sync.testing.Emulator` (HTTPS), one per test.
 - ``kube_config``: a ``cloudcoil_sync.client.Config`` for it (admin token, namespace default).
+
+Emulator options per test: ``@pytest.mark.kube_emulator(tls=False, history_size=100, ...)``
+(keyword arguments of :class:`~cloudcoil_sync.testing.Emulator`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,10 +24,18 @@ if TYPE_CHECKING:
 __all__ = ["kube_config", "kube_emulator"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "kube_emulator(**options): options for the kube_emulator fixture's Emulator"
+    )
+
+
 @pytest.fixture
-def kube_emulator() -> Iterator[Emulator]:
+def kube_emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
     """A Kubernetes API emulator over HTTPS on loopback, stopped after the test."""
-    with Emulator() as emulator:
+    marker = request.node.get_closest_marker("kube_emulator")
+    options: dict[str, Any] = dict(marker.kwargs) if marker else {}
+    with Emulator(**options) as emulator:
         yield emulator
 
 

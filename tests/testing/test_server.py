@@ -5,7 +5,9 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
+from typing import Any
 
+import pytest
 import requests
 
 from cloudcoil_sync.testing import Emulator
@@ -97,12 +99,36 @@ def test_unknown_path_is_404_status(client: Client) -> None:
     assert response.json()["kind"] == "Status"
 
 
-def test_kube_config_fixture_points_at_emulator(kube_emulator: Emulator) -> None:
-    try:
-        config = kube_emulator.config(namespace="ns1")
-    except ImportError:
-        return  # the client package is not there yet; the fixture is exercised elsewhere
-    assert config.server == kube_emulator.url
+def test_kube_config_fixture_drives_the_project_client(
+    kube_emulator: Emulator, kube_config: Any
+) -> None:
+    from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+
+    assert kube_config.server == kube_emulator.url
+    api = kube_config.client(ConfigMap)
+    api.create(ConfigMap.model_validate({"metadata": {"name": "via-client"}, "data": {"a": "b"}}))
+    assert api.get("via-client").data == {"a": "b"}
+    kube_config.close()
+    assert kube_emulator.request_log[-1].user == "system:admin"
+
+
+@pytest.mark.kube_emulator(tls=False, history_size=5)
+def test_marker_passes_emulator_options(kube_emulator: Emulator) -> None:
+    assert kube_emulator.url.startswith("http://")
+    assert kube_emulator.store.history_size == 5
+
+
+def test_create_object_helper(kube_emulator: Emulator) -> None:
+    created = kube_emulator.create_object(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "d"},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i:1"}]}}},
+        }
+    )
+    assert created["metadata"]["generation"] == 1
+    assert kube_emulator.get_object("apps", "deployments", "default", "d") is not None
 
 
 def test_silent_client_does_not_block_others(client: Client) -> None:
