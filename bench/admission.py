@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import logging
 import os
 import socket
 import ssl
@@ -80,29 +81,35 @@ def review_body() -> bytes:
 
 
 def serve(directory: str, threads: int, plain: bool) -> None:
+    """Serve until stdin closes; print the address, then CPU seconds used while serving."""
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth" notes
     app = build_app()
     if plain:
         import waitress
 
         path = os.path.join(directory, "plain.sock")
         server = waitress.create_server(app, unix_socket=path, threads=threads)
-        print(f"unix:{path}", flush=True)
-        server.run()
-        return
-    from cloudcoil_sync.admission.server import WebhookHost
+        threading.Thread(target=server.run, daemon=True).start()
+        address = f"unix:{path}"
+    else:
+        from cloudcoil_sync.admission.server import WebhookHost
 
-    host = WebhookHost(
-        app,
-        certfile=os.path.join(directory, "tls.crt"),
-        keyfile=os.path.join(directory, "tls.key"),
-        host="127.0.0.1",
-        port=0,
-        threads=threads,
-    )
-    host.start()
-    print(f"tcp:{host.address[1]}", flush=True)
+        host = WebhookHost(
+            app,
+            certfile=os.path.join(directory, "tls.crt"),
+            keyfile=os.path.join(directory, "tls.key"),
+            host="127.0.0.1",
+            port=0,
+            threads=threads,
+        )
+        host.start()
+        address = f"tcp:{host.address[1]}"
+    started = time.process_time()
+    print(address, flush=True)
     sys.stdin.read()  # until the parent closes our stdin
-    host.stop(5)
+    print(time.process_time() - started, flush=True)
+    if not plain:
+        host.stop(5)
     app.close()
 
 
@@ -152,12 +159,15 @@ def run_clients(
     return len(flat), flat, elapsed
 
 
-def report(name: str, clients: int, count: int, latencies: list[float], elapsed: float) -> None:
+def report(
+    name: str, clients: int, result: tuple[int, list[float], float], server_cpu: float
+) -> None:
+    count, latencies, elapsed = result
     p50 = statistics.median(latencies) * 1000
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
     print(
-        f"{name:<28} clients={clients:<3} {count / elapsed:8.0f} req/s   "
-        f"p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   ({count} requests)"
+        f"{name:<26} clients={clients:<2} {count / elapsed:7.0f} req/s  p50 {p50:6.2f} ms  "
+        f"p99 {p99:6.2f} ms  server CPU {server_cpu / count * 1000:5.2f} ms/req  ({count} req)"
     )
 
 
@@ -170,13 +180,13 @@ def start_server(directory: str, threads: int, plain: bool) -> tuple[subprocess.
     return child, child.stdout.readline().strip()
 
 
-def stop_server(child: subprocess.Popen[str], plain: bool) -> None:
-    if plain:
-        child.terminate()
-    else:
-        assert child.stdin is not None
-        child.stdin.close()
+def stop_server(child: subprocess.Popen[str]) -> float:
+    """Stop the child; the CPU seconds it spent serving."""
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.close()
+    cpu = float(child.stdout.readline())
     child.wait(10)
+    return cpu
 
 
 def main() -> None:
@@ -194,34 +204,33 @@ def main() -> None:
     from tests.admission.certs import CertificateAuthority
 
     body = review_body()
+    client_counts = [int(value) for value in options.clients.split(",")]
+    scenarios = [("TLS keep-alive", False, clients, True) for clients in client_counts]
+    scenarios.append(("TLS new connection each", False, 1, False))
+    scenarios += [("plain waitress (unix)", True, clients, True) for clients in client_counts]
     with tempfile.TemporaryDirectory() as directory:
         authority = CertificateAuthority()
         authority.issue(Path(directory))
         context = ssl.create_default_context(cadata=authority.pem.decode())
-        print(f"AdmissionReview body {len(body)} bytes; {os.cpu_count()} CPUs; server threads "
-              f"{options.threads}")  # fmt: skip
-        child, address = start_server(directory, options.threads, plain=False)
-        port = int(address.split(":", 1)[1])
-        try:
+        print(
+            f"AdmissionReview body {len(body)} bytes; {os.cpu_count()} CPUs; "
+            f"server threads {options.threads}; {options.seconds:g} s per scenario"
+        )
+        for name, plain, clients, reuse in scenarios:
+            child, address = start_server(directory, options.threads, plain)
+            connect = _connector(address, context)
+            try:
+                result = run_clients(connect, clients, options.seconds, body, reuse)
+            finally:
+                cpu = stop_server(child)
+            report(name, clients, result, cpu)
 
-            def tls() -> http.client.HTTPSConnection:
-                return http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
 
-            for clients in (int(value) for value in options.clients.split(",")):
-                report("TLS keep-alive", clients, *run_clients(tls, clients, options.seconds,
-                    body, reuse=True))  # fmt: skip
-            report("TLS new connection each", 1, *run_clients(tls, 1, options.seconds, body,
-                reuse=False))  # fmt: skip
-        finally:
-            stop_server(child, plain=False)
-        child, address = start_server(directory, options.threads, plain=True)
-        path = address.split(":", 1)[1]
-        try:
-            for clients in (int(value) for value in options.clients.split(",")):
-                report("plain waitress (unix)", clients, *run_clients(lambda: UnixConnection(
-                    path), clients, options.seconds, body, reuse=True))  # fmt: skip
-        finally:
-            stop_server(child, plain=True)
+def _connector(address: str, context: ssl.SSLContext) -> Any:
+    scheme, where = address.split(":", 1)
+    if scheme == "unix":
+        return lambda: UnixConnection(where)
+    return lambda: http.client.HTTPSConnection("127.0.0.1", int(where), context=context, timeout=10)
 
 
 if __name__ == "__main__":

@@ -356,63 +356,108 @@ class TLSFront:
         return tls
 
     def _relay(self, tls: ssl.SSLSocket, backend: socket.socket) -> None:
-        """Pump bytes both ways on this one thread (an SSL object is not thread-safe)."""
-        client_fd, backend_fd = tls.fileno(), backend.fileno()
-        awaiting = False  # request bytes went to the backend since it last answered
-        client_open = True
-        last_activity = answered_at = closed_at = time.monotonic()
+        _Relay(self, tls, backend).run()
+
+
+class _Relay:
+    """Pump bytes both ways for one connection, on its one thread (SSL objects are not
+    thread-safe). The TLS socket stays non-blocking: a partial record from the client
+    never blocks the backend direction.
+    """
+
+    def __init__(self, front: TLSFront, tls: ssl.SSLSocket, backend: socket.socket) -> None:
+        self.front = front
+        self.tls = tls
+        self.backend = backend
+        self.client_fd, self.backend_fd = tls.fileno(), backend.fileno()
+        self.poller = select.poll()
+        for fd in (self.client_fd, self.backend_fd, front._wake_r):
+            self.poller.register(fd, select.POLLIN)
+        self.awaiting = False  # request bytes went to the backend since it last answered
+        self.client_open = True
+        self.finishing = False  # client closed or front stopping: only answers flow now
+        self.last_activity = self.answered_at = self.closed_at = time.monotonic()
+        tls.setblocking(False)
+
+    def run(self) -> None:
+        front = self.front
         while True:
             now = time.monotonic()
-            draining = self._stopping.is_set()
-            finishing = draining or not client_open
-            if finishing and not awaiting and now - answered_at >= _LINGER:
-                return  # nothing in flight: close now (idle keep-alive, client gone, stop)
-            idle_left = last_activity + self.idle_timeout - now
-            if idle_left <= 0 or (draining and now >= self._drain_deadline):
+            draining = front._stopping.is_set()
+            if draining or not self.client_open:
+                self._finish()
+            wait = self._wait(now, draining)
+            if wait is None:
                 return
-            if not client_open and awaiting and now - closed_at >= self.io_timeout:
-                return  # the client left mid-request and no answer came
-            if finishing:
-                wait = min(idle_left, self.io_timeout) if awaiting else answered_at + _LINGER - now
-                if draining:
-                    wait = min(wait, self._drain_deadline - now)
-                ready = _poll({backend_fd: select.POLLIN}, wait)
-            elif tls.pending():
-                ready = {client_fd}
+            if not self.finishing and self.tls.pending():
+                ready = {self.client_fd}
             else:
-                watched = {client_fd: select.POLLIN, backend_fd: select.POLLIN}
-                watched[self._wake_r] = select.POLLIN
-                ready = _poll(watched, idle_left)
-            if backend_fd in ready:
-                data = backend.recv(_CHUNK)
-                if not data:
-                    return
-                tls.sendall(data)
-                awaiting = False
-                answered_at = last_activity = time.monotonic()
-            if client_fd in ready and client_open and not draining:
-                request = self._read_client(tls)
-                if request is None:
-                    continue
-                if not request:
-                    client_open = False
-                    closed_at = time.monotonic()
-                    continue
-                backend.sendall(request)
-                awaiting = True
-                last_activity = time.monotonic()
+                ready = {fd for fd, _ in self.poller.poll(max(0.0, wait) * 1000)}
+            if self.backend_fd in ready and not self._to_client():
+                return
+            if self.client_fd in ready and not self.finishing:
+                self._from_client()
 
-    def _read_client(self, tls: ssl.SSLSocket) -> bytes | None:
-        """Application bytes, b"" at EOF, or None while a record is still incomplete."""
-        tls.settimeout(0.0)  # a partial record must not block the backend direction
-        try:
-            return tls.recv(_CHUNK)
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+    def _finish(self) -> None:
+        if not self.finishing:
+            self.finishing = True
+            self.poller.unregister(self.client_fd)
+            self.poller.unregister(self.front._wake_r)  # level-triggered once stopping
+
+    def _wait(self, now: float, draining: bool) -> float | None:
+        """How long to wait for I/O, or None when the connection should end now."""
+        front = self.front
+        idle_left = self.last_activity + front.idle_timeout - now
+        if idle_left <= 0 or (draining and now >= front._drain_deadline):
             return None
+        if not self.finishing:
+            return idle_left
+        if not self.awaiting:
+            linger = self.answered_at + _LINGER - now
+            return linger if linger > 0 else None  # nothing in flight: close now
+        if not self.client_open and now - self.closed_at >= front.io_timeout:
+            return None  # the client left mid-request and no answer came
+        wait = min(idle_left, front.io_timeout)
+        return min(wait, front._drain_deadline - now) if draining else wait
+
+    def _to_client(self) -> bool:
+        data = self.backend.recv(_CHUNK)
+        if not data:
+            return False
+        self._send_client(data)
+        self.awaiting = False
+        self.answered_at = self.last_activity = time.monotonic()
+        return True
+
+    def _send_client(self, data: bytes) -> None:
+        deadline = time.monotonic() + self.front.io_timeout
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self.tls.send(view) :]
+                continue
+            except ssl.SSLWantWriteError:
+                events = select.POLLOUT
+            except ssl.SSLWantReadError:
+                events = select.POLLIN
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not _poll({self.client_fd: events}, remaining):
+                raise TimeoutError("Webhook client did not read its answer in time")
+
+    def _from_client(self) -> None:
+        try:
+            data = self.tls.recv(_CHUNK)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return  # a record is still incomplete
         except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
-            return b""
-        finally:
-            tls.settimeout(self.io_timeout)
+            data = b""
+        if not data:
+            self.client_open = False
+            self.closed_at = time.monotonic()
+            return
+        self.backend.sendall(data)
+        self.awaiting = True
+        self.last_activity = time.monotonic()
 
 
 def _poll(fds: dict[int, int], timeout: float | None = None) -> set[int]:
