@@ -266,7 +266,7 @@ def _watch(emu: Emulator, ex: Exchange, req: Req) -> None:
     emu.watches.add(watch)
     try:
         write = ex.start_stream()
-        serve(emu.store, watch, query, write, emu.bookmark_interval, emu.stopping)
+        serve(emu.store, watch, query, write, emu.bookmark_interval, emu.stopping, ex.peer_gone)
         ex.end_stream(abort=watch.abort)
     finally:
         emu.watches.remove(watch)

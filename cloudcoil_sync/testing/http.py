@@ -7,6 +7,7 @@ Keep-alive works (requests are answered with Content-Length, or chunked for watc
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import ssl
 import threading
@@ -57,6 +58,7 @@ class Exchange:
         self.close_connection = headers.get("connection", "").lower() == "close"
         self._rfile = rfile
         self._send = send
+        self._sock: socket.socket | None = None
         self._body_read = False
 
     def body(self) -> bytes:
@@ -121,6 +123,16 @@ class Exchange:
 
         return write
 
+    def peer_gone(self) -> bool:
+        """During a stream the client sends nothing: a readable socket means it closed."""
+        if self._sock is None:
+            return False
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
     def end_stream(self, abort: bool = False) -> None:
         if abort:
             self.close_connection = True
@@ -159,6 +171,7 @@ def serve_connection(sock: socket.socket, app: Callable[[Exchange], None]) -> No
                 return
             method, target, version, headers = request
             exchange = Exchange(method, target, headers, rfile, sock.sendall)
+            exchange._sock = sock
             if version == "HTTP/1.0":
                 exchange.close_connection = True
             app(exchange)

@@ -18,6 +18,7 @@ __all__ = ["Watch", "WatchRegistry"]
 
 JSON = dict[str, Any]
 DEFAULT_TIMEOUT = 1800.0
+PEER_CHECK = 2.0  # seconds between checks that an idle watch's client is still there
 
 
 @dataclass
@@ -77,6 +78,7 @@ def serve(
     write: Callable[[bytes], None],
     bookmark_interval: float,
     stopping: threading.Event,
+    peer_gone: Callable[[], bool] = lambda: False,
 ) -> None:
     """Stream events for ``watch`` through ``write`` until timeout, close or shutdown."""
     rt, ns = watch.rt, watch.namespace
@@ -123,10 +125,13 @@ def serve(
         now = time.monotonic()
         if now >= deadline:
             return
+        if peer_gone():  # an idle stream whose client left: free the thread now
+            watch.abort = True
+            return
         with store.lock:
             events = store.events_after(last)
             if not events:
-                wake = min(deadline, next_bookmark if bookmarks else deadline)
+                wake = min(deadline, next_bookmark if bookmarks else deadline, now + PEER_CHECK)
                 store.changed.wait(max(0.0, wake - now))
                 events = store.events_after(last)
         out: list[bytes] = []

@@ -203,3 +203,12 @@ def test_concurrent_writers_every_event_seen_once_in_order(
     for e in events:
         per_object.setdefault(e["object"]["metadata"]["name"], []).append(e["type"])
     assert all(types == ["ADDED", "MODIFIED"] for types in per_object.values())
+
+
+def test_idle_watch_of_a_departed_client_is_released(client: Client) -> None:
+    emulator = client.emulator
+    response = client.get(CM + "?watch=true&timeoutSeconds=120", stream=True)
+    assert emulator.wait_for(lambda: emulator.open_watches == 1)
+    response.close()
+    client.session.close()
+    assert emulator.wait_for(lambda: emulator.open_watches == 0, timeout=6)
