@@ -385,3 +385,21 @@ def test_many_concurrent_clients(
         results = list(pool.map(client, range(32)))
     assert results == [[200] * 5] * 32
     assert host.front is not None and host.front.rejected == 0
+
+
+def test_waitress_is_imported_only_by_the_server_module() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "import cloudcoil_sync.admission, cloudcoil_sync.admission.webhook\n"
+        "import cloudcoil_sync.admission.tls, cloudcoil_sync.application\n"
+        "assert not any(m.startswith('waitress') for m in sys.modules), 'waitress imported'\n"
+        "import cloudcoil_sync.admission.server\n"
+        "assert 'waitress' in sys.modules\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert completed.returncode == 0, completed.stderr
