@@ -199,7 +199,11 @@ def deployment(
     webhook: Any,
     health: Any,
 ) -> dict[str, Any]:
-    """The operator Deployment: one ``operator`` container running ``run``."""
+    """The operator Deployment: one ``operator`` container running ``run``.
+
+    Probes use the webhook listener (HTTPS) or else a ``HealthServer`` (HTTP). The pod runs
+    with ``runAsNonRoot``, so the image must declare a numeric non-root ``USER``.
+    """
     container: dict[str, Any] = {
         "name": "operator",
         "image": image,
