@@ -34,6 +34,8 @@ log = logging.getLogger("cloudcoil_sync.admission.server")
 
 Check = Callable[[], bool]
 _TEXT = "text/plain; charset=utf-8"
+# What generate_latest writes (the classic text format), as the controller metrics serve it.
+_METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class OperatorEndpoints:
@@ -72,10 +74,10 @@ class OperatorEndpoints:
         return self.app(environ, start_response)
 
     def _metrics(self, start_response: StartResponse) -> Iterable[bytes]:
-        from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+        from prometheus_client.exposition import generate_latest
 
         body = b"" if self.registry is None else generate_latest(self.registry)
-        return _answer(start_response, "200 OK", body, CONTENT_TYPE_LATEST)
+        return _answer(start_response, "200 OK", body, _METRICS_TYPE)
 
 
 def _always() -> bool:

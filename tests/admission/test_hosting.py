@@ -242,7 +242,7 @@ def test_health_and_metrics_on_the_same_listener(
     assert get(host, client_context, "/healthz")[:2] == (503, b"not ready\n")
     assert get(host, client_context, "/readyz")[:2] == (200, b"ok\n")
     status, body, content_type = get(host, client_context, "/metrics")
-    assert status == 200 and content_type.startswith("text/plain")
+    assert status == 200 and content_type == "text/plain; version=0.0.4; charset=utf-8"
     assert b"cloudcoil_test_total 3.0" in body
     assert json.loads(get(host, client_context, "/other")[1])["path"] == "/other"
 
