@@ -147,3 +147,31 @@ def test_register_crd_manifest() -> None:
     assert lookup(("test.example.org/v2", "Gadget")).path("x", "g") == (
         "/apis/test.example.org/v2/gadgets/g"
     )
+
+
+def test_real_custom_resource_decorator_and_crd_object() -> None:
+    from typing import Literal
+
+    from pydantic import Field
+
+    from cloudcoil_sync.crd import CRD, custom_resource
+
+    @custom_resource(plural="sprockets", scope="Cluster")
+    class Sprocket(Resource):
+        api_version: Literal["parts.example.com/v1"] = Field(
+            "parts.example.com/v1", alias="apiVersion"
+        )
+        kind: Literal["Sprocket"] = "Sprocket"
+        status: dict[str, Any] | None = None
+
+    m = lookup(Sprocket)
+    assert (m.group, m.version, m.plural, m.namespaced) == (
+        "parts.example.com",
+        "v1",
+        "sprockets",
+        False,
+    )
+    assert m.subresources == {"status"}
+    registered = register(CRD(Sprocket))
+    assert registered == [m]
+    assert lookup(("parts.example.com", "v1", "sprockets")) == m

@@ -154,3 +154,45 @@ def test_user_agent_and_accept(config: Config) -> None:
     headers = responses.calls[0].request.headers
     assert headers["Accept"] == "application/json"
     assert headers["User-Agent"].startswith("cloudcoil-sync/")
+
+
+@responses.activate
+def test_rate_limiter_applies_to_every_request() -> None:
+    slept: list[float] = []
+    cfg = Config(SERVER, token="t", qps=10, burst=2)
+    cfg.transport.limiter._sleep = slept.append
+    responses.get(f"{CM_URL}/a", json=_cm())
+    for _ in range(4):
+        cfg.client(ConfigMap).raw.get("a")
+    assert len(slept) == 2 and all(0.05 < s <= 0.2 for s in slept)
+    cfg.close()
+
+
+@responses.activate
+def test_discovery_only_for_unknown_kinds(config: Config) -> None:
+    from cloudcoil_sync.client import UnknownKind
+
+    responses.get(
+        f"{SERVER}/apis/example.com/v1",
+        json={
+            "kind": "APIResourceList",
+            "groupVersion": "example.com/v1",
+            "resources": [
+                {"name": "things", "kind": "Thing", "namespaced": False},
+                {"name": "things/status", "kind": "Thing", "namespaced": False},
+            ],
+        },
+    )
+    responses.get(f"{SERVER}/apis/example.com/v1/things/t", json={"kind": "Thing"})
+    responses.get(f"{SERVER}/apis/missing.io/v1", status=404, body=b"404 page not found")
+    assert config.client(ConfigMap).mapping.plural == "configmaps"  # built-in: no request
+    assert len(responses.calls) == 0
+    things = config.client(("example.com", "v1", "things"), namespace="ignored")
+    assert things.get("t") == {"kind": "Thing"}
+    assert things.mapping.subresources == {"status"} and not things.mapping.namespaced
+    assert config.mapper.resolve(("example.com/v1", "Thing")).plural == "things"
+    assert len(responses.calls) == 2  # one discovery document, cached
+    with pytest.raises(UnknownKind, match="does not serve API group-version"):
+        config.client(("missing.io", "v1", "nothing")).get("x")
+    with pytest.raises(UnknownKind, match="does not serve plural 'others'"):
+        config.client(("example.com", "v1", "others")).get("x")
