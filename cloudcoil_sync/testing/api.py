@@ -190,6 +190,8 @@ def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], use
     verb = _verb(ex.method, route, query)
     if not verb:
         raise st.method_not_allowed()
+    if route.rt.namespaced and not route.namespace and verb not in ("list", "watch"):
+        raise st.ApiError(404, "NotFound", "the server could not find the requested resource", {})
     ctype = ex.headers.get("Content-Type", "application/json")
     body = _parse_body(raw, ctype)
     name = route.name

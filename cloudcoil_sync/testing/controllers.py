@@ -102,8 +102,8 @@ class Controllers:
                 self._queue.put(("orphan", ref))
             if ev.key == NS_KEY:
                 self._queue.put(("namespace", meta["name"]))
-        if ev.key == CRD_KEY and ev.type == "ADDED":
-            self._queue.put(("establish", meta["name"]))
+        if ev.key == CRD_KEY:
+            self._queue.put(("establish" if ev.type == "ADDED" else "crd_changed", meta["name"]))
 
     # -- work ------------------------------------------------------------------------------
     def _type(self, key: tuple[str, str]) -> ResourceType | None:
@@ -243,6 +243,15 @@ class Controllers:
         if crd_rt is not None:
             req = Req(crd_rt, "", name, "status", user_agent="kube-apiserver")
             self.objects.update(req, new, crd)
+
+    def _do_crd_changed(self, name: str) -> None:
+        """Serve versions added to an established CRD (its status is left alone)."""
+        crd = self.store.get(CRD_KEY, "", name)
+        conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+        if crd is None or not any(c.get("type") == "Established" for c in conditions):
+            return
+        for rt in crd_types(crd):
+            self.registry.add(rt)
 
     def _do_crd_removed(self, crd: JSON) -> None:
         spec = crd.get("spec") or {}

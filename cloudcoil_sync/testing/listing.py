@@ -64,7 +64,10 @@ def list_body(store: Store, req: Req) -> bytes:
     elif rt.builtin:
         items = b",".join(dumps(_strip_type(from_storage(rt, e.obj))) for _, e in chosen)
     else:
-        items = b",".join(e.raw for _, e in chosen)
+        items = b",".join(
+            e.raw if e.obj.get("apiVersion") == rt.api_version else dumps(from_storage(rt, e.obj))
+            for _, e in chosen
+        )
     head = dumps({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta})
     return head[:-1] + b',"items":[' + items + b"]}"
 

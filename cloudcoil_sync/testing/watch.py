@@ -99,7 +99,7 @@ def serve(
         return not filtered or (labels(obj) and fields(obj))
 
     def view(obj: JSON) -> JSON:
-        return from_storage(rt, obj) if convert else obj
+        return from_storage(rt, obj)  # no copy unless kind/apiVersion differ
 
     initial: list[bytes] = []
     with store.lock:
@@ -143,7 +143,7 @@ def serve(
             if out_event is None:
                 continue
             type_, obj = out_event
-            if type_ == ev.type and not convert:
+            if type_ == ev.type and not convert and obj.get("apiVersion") == rt.api_version:
                 out.append(ev.raw())
             else:
                 out.append(_event(type_, view(obj)))

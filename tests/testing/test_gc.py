@@ -141,3 +141,25 @@ def test_crd_lifecycle_serves_kind_then_deletes_objects(client: Client) -> None:
     client.delete(CRDS + "/widgets.example.com")
     assert emulator.wait_for(lambda: client.get(WIDGETS).status_code == 404)
     assert emulator.list_objects("example.com", "widgets") == []
+
+
+def test_crd_versions_added_later_are_served(client: Client) -> None:
+    emulator = client.emulator
+    client.post(CRDS, crd(scope="Cluster"))
+    cluster_widgets = "/apis/example.com/v1/widgets"
+    assert emulator.wait_for(lambda: client.get(cluster_widgets).status_code == 200)
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "cw"}}
+    assert client.post(cluster_widgets, widget).json()["metadata"].get("namespace") is None
+    current = client.get(CRDS + "/widgets.example.com").json()
+    v2 = {**current["spec"]["versions"][0], "name": "v2", "storage": False}
+    current["spec"]["versions"].append(v2)
+    assert client.put(CRDS + "/widgets.example.com", current).status_code == 200
+    assert emulator.wait_for(lambda: client.get("/apis/example.com/v2/widgets").status_code == 200)
+    assert [
+        i["metadata"]["name"] for i in client.get("/apis/example.com/v2/widgets").json()["items"]
+    ] == ["cw"]
+
+
+def test_namespaced_kind_needs_a_namespace_to_write(client: Client) -> None:
+    assert client.post("/api/v1/configmaps", configmap("nowhere")).status_code == 404
+    assert client.get("/api/v1/configmaps").status_code == 200
