@@ -322,3 +322,20 @@ def test_concurrent_writers_share_one_pool(kube_emulator: Emulator, kube_config:
     # connections are reused: at most one per concurrent thread, far fewer than requests
     assert stats["connections"] <= 32 and opened <= 33, (stats, opened)
     assert api.list(label_selector="app=t").items == []
+
+
+def test_watch_dropped_by_server(kube_emulator: Emulator, kube_config: Config) -> None:
+    from cloudcoil_sync.client import WatchStreamError
+
+    api = kube_config.client(ConfigMap)
+    # a clean end (server-side timeout or graceful drop): iteration just stops
+    w = api.watch(timeout_seconds=30)
+    assert kube_emulator.wait_for(lambda: kube_emulator.open_watches == 1)
+    kube_emulator.drop_watches()
+    assert [e for e in w if e.type != "BOOKMARK"] == []
+    # a cut connection mid-stream: a transport error naming the resume point
+    w = api.watch(timeout_seconds=30, resource_version=api.list().resource_version)
+    assert kube_emulator.wait_for(lambda: kube_emulator.open_watches == 1)
+    kube_emulator.drop_watches(abort=True)
+    with pytest.raises(WatchStreamError, match="resume from resourceVersion"):
+        list(w)

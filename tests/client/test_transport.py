@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,3 +197,43 @@ def test_discovery_only_for_unknown_kinds(config: Config) -> None:
         config.client(("missing.io", "v1", "nothing")).get("x")
     with pytest.raises(UnknownKind, match="does not serve plural 'others'"):
         config.client(("example.com", "v1", "others")).get("x")
+
+
+@responses.activate
+def test_write_request_shapes(config: Config) -> None:
+    responses.delete(f"{CM_URL}/a", json={"kind": "Status", "status": "Success"})
+    responses.patch(f"{CM_URL}/a", json=_cm())
+    api = config.client(ConfigMap)
+    out = api.delete(
+        "a",
+        uid="u-1",
+        resource_version="7",
+        propagation_policy="Foreground",
+        grace_period_seconds=0,
+        dry_run=True,
+    )
+    assert out["status"] == "Success"
+    body = json.loads(responses.calls[0].request.body or b"{}")
+    assert body == {
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "preconditions": {"uid": "u-1", "resourceVersion": "7"},
+        "propagationPolicy": "Foreground",
+        "gracePeriodSeconds": 0,
+        "dryRun": ["All"],
+    }
+    intent = {**_cm(), "metadata": {"name": "a", "managedFields": [{"manager": "x"}]}}
+    api.apply(intent, field_manager="mgr", force=True, dry_run=True)
+    req = responses.calls[1].request
+    assert req.headers["Content-Type"] == "application/apply-patch+yaml"
+    assert "fieldManager=mgr" in (req.url or "") and "force=true" in (req.url or "")
+    assert "dryRun=All" in (req.url or "")
+    assert "managedFields" not in json.loads(req.body or b"{}")["metadata"]
+    api.json_patch("a", [{"op": "test", "path": "/a", "value": 1}])
+    assert responses.calls[2].request.headers["Content-Type"] == "application/json-patch+json"
+    api.merge_patch("a", {"data": None})
+    req = responses.calls[3].request
+    assert req.headers["Content-Type"] == "application/merge-patch+json"
+    assert json.loads(req.body or b"{}") == {"data": None}
+    with pytest.raises(ValueError, match="field_manager"):
+        api.apply(_cm(), field_manager="")
