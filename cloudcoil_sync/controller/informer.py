@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from cloudcoil_sync.client.api import ResourceClient
 from cloudcoil_sync.client.errors import APIError, Expired, api_error
 from cloudcoil_sync.client.watch import Watch
-from cloudcoil_sync.controller.store import JSON, IndexFunc, ObjectKey, Store, object_key
+from cloudcoil_sync.controller.store import JSON, IndexFunc, Store, decode, object_key
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -91,7 +91,7 @@ class Informer:
 
     Register handlers before `start()`. Handlers run on the informer thread, in
     registration order, after the store already reflects the change; they must be quick
-    (enqueue a key) and must not mutate the objects they receive.
+    (enqueue a key). The dicts they receive are shared between handlers: do not edit them.
     """
 
     def __init__(
@@ -296,29 +296,27 @@ class Informer:
         items, version = self._source.list(limit=self._page_size)
         if self._stop.is_set():
             return
-        old = self.store.replace(self._prepare(item) for item in items)
+        items = [self._prepare(item) for item in items]
+        old = self.store.replace(items)
         self._resource_version = version
         self.list_count += 1
-        self._dispatch_relist(old)
-        with self._state:
-            self._synced = True
-            self._state.notify_all()
-
-    def _dispatch_relist(self, old: dict[ObjectKey, JSON]) -> None:
-        for key, new in list(self._snapshot_items()):
-            previous = old.pop(key, None)
-            if previous is None:
+        # Handlers get the listed dicts themselves: the store keeps its own encoded copy.
+        for new in items:
+            data = old.pop(object_key(new), None)
+            if data is None:
                 self._notify_add(new)
-            elif _uid(previous) != _uid(new):
+                continue
+            previous = decode(data)
+            if _uid(previous) != _uid(new):
                 self._notify_delete(previous)
                 self._notify_add(new)
             else:
                 self._notify_update(previous, new)
-        for vanished in old.values():
-            self._notify_delete(vanished)
-
-    def _snapshot_items(self) -> list[tuple[ObjectKey, JSON]]:
-        return [(object_key(obj), obj) for obj in self.store.list()]
+        for data in old.values():
+            self._notify_delete(decode(data))
+        with self._state:
+            self._synced = True
+            self._state.notify_all()
 
     def _watch_once(self, remaining: float) -> bool:
         """Watch until the stream ends; True if it delivered anything (healthy)."""
@@ -363,7 +361,8 @@ class Informer:
             return
         obj = self._prepare(obj)
         if kind in ("ADDED", "MODIFIED"):
-            old = self.store.put(obj)
+            data = self.store.put(obj)
+            old = None if data is None else decode(data)
             if old is None:
                 self._notify_add(obj)
             elif _uid(old) != _uid(obj):

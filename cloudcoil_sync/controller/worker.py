@@ -31,6 +31,7 @@ from cloudcoil_sync.client.api import ResourceClient
 from cloudcoil_sync.controller.metrics import ControllerMetrics
 from cloudcoil_sync.controller.persist import persist, status_only
 from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
+from cloudcoil_sync.controller.store import encode
 from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
 
 __all__ = ["Handler", "Outcome", "PassHooks", "Reconciler", "WorkerPool"]
@@ -97,7 +98,7 @@ class Reconciler(Generic[T]):
         handler: Handler,
         *,
         queue: WorkQueue[ResourceKey],
-        lookup: Callable[[ResourceKey], JSON | None],
+        lookup: Callable[[ResourceKey], bytes | JSON | None],
         client: Callable[[ResourceKey], ResourceClient[Any]],
         name: str,
         metrics: ControllerMetrics | None = None,
@@ -122,13 +123,16 @@ class Reconciler(Generic[T]):
     def process(self, key: ResourceKey, deadline: Deadline | None = None) -> Outcome:
         """One pass for `key` (the caller holds it from `get` and calls `done`)."""
         started = time.monotonic()
-        raw = self._lookup(key)
-        snapshot = self.resource.model_validate(raw) if raw is not None else None
+        found = self._lookup(key)
+        data = found if found is None or isinstance(found, bytes) else encode(found)
+        snapshot = self.resource.model_validate_json(data) if data is not None else None
         if snapshot is not None and self._is_stale(key, snapshot):
             self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
             return Outcome("skipped")
+        # The handler's copy is parsed anew: cheaper than a deep copy, and shares nothing.
+        working = self.resource.model_validate_json(data) if data is not None else None
         try:
-            outcome = self._run(key, snapshot, deadline)
+            outcome = self._run(key, snapshot, working, deadline)
         except TerminalError as error:
             outcome = self._failed(key, snapshot, error, terminal=True)
         except Exception as error:
@@ -142,8 +146,9 @@ class Reconciler(Generic[T]):
 
     # -- the pass ----------------------------------------------------------------------------
 
-    def _run(self, key: ResourceKey, snapshot: T | None, deadline: Deadline | None) -> Outcome:
-        working = snapshot.model_copy(deep=True) if snapshot is not None else None
+    def _run(
+        self, key: ResourceKey, snapshot: T | None, working: T | None, deadline: Deadline | None
+    ) -> Outcome:
         try:
             value = self._handler(key, working)
         except Wait as wait:

@@ -90,9 +90,9 @@ def test_watch_events_update_the_store_before_handlers_run(
     informer = make(source, informers)
     seen: queue.Queue[Any] = queue.Queue()
     informer.add_handler(
-        on_add=lambda obj: seen.put(("add", informer.store.get("ns", _name(obj)) is obj)),
+        on_add=lambda obj: seen.put(("add", informer.store.get("ns", _name(obj)) == obj)),
         on_update=lambda old, new: seen.put(
-            ("update", informer.store.get("ns", _name(new)) is new)
+            ("update", informer.store.get("ns", _name(new)) == new)
         ),
         on_delete=lambda obj: seen.put(("delete", informer.store.get("ns", _name(obj)))),
     )

@@ -147,6 +147,7 @@ def test_410_relist_reports_what_changed_in_the_gap(
     create(kube_config, "gate")
     assert gate.reached.wait(timeout=10)
     kube_emulator.drop_watches(abort=True)
+    assert kube_emulator.wait_for(lambda: kube_emulator.open_watches == 0)
     api.delete("doomed")
     api.merge_patch("changed", {"data": {"v": "new"}})
     api.delete("reborn")

@@ -79,7 +79,7 @@ class Loop:
             kind,
             counted,
             queue=self.queue,
-            lookup=lambda key: self.informer.store.get(key.namespace, key.name),
+            lookup=lambda key: self.informer.store.get_json(key.namespace, key.name),
             client=lambda key: config.client(kind, namespace=key.namespace),
             name="test",
             metrics=controller,
