@@ -11,8 +11,10 @@ defect; otherwise 200 with the AdmissionReview response.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import logging
+import math
 import queue
 import threading
 import time
@@ -183,7 +185,7 @@ class AdmissionWebhook(AdmissionRoutes):
         try:
             review = parse_review(body, route)
         except InvalidReview as error:
-            log.debug("Rejected admission review on %s: %s", path, error)
+            log.info("Rejected an AdmissionReview on %s: %s", path, error)
             return 400, {"message": _INVALID}
         return self._admit(route, review, deadline)
 
@@ -225,6 +227,9 @@ class AdmissionWebhook(AdmissionRoutes):
             config=self.config,
             cache=self.cache,
         )
+        # What the patch is computed against: the object as received, whatever the handler
+        # does to the request's copies.
+        received = copy.deepcopy(review.get("object")) if route.mutation else None
         before = resource.model_copy(deep=True) if resource is not None else None
         outcome = self._run(route, request, deadline)
         if isinstance(outcome, tuple):
@@ -233,7 +238,7 @@ class AdmissionWebhook(AdmissionRoutes):
             status = {"code": outcome.code, "reason": outcome.reason, "message": outcome.message}
             return 200, _response(uid, False, status=status)
         try:
-            patch = _patch(route, request, before, outcome)
+            patch = _patch(route, received, before, outcome)
         except Exception:
             log.exception("Admission handler %s returned an unusable result", _name(route))
             return 500, {"message": _FAILED}
@@ -284,10 +289,7 @@ def _typed(route: Route, raw: dict[str, Any] | None) -> Resource | None:
 
 
 def _patch(
-    route: Route,
-    request: AdmissionRequest[Any],
-    before: Resource | None,
-    after: Any,
+    route: Route, received: dict[str, Any] | None, before: Resource | None, after: Any
 ) -> list[dict[str, Any]]:
     if not route.mutation:
         if after is not None:
@@ -295,7 +297,7 @@ def _patch(
         return []
     if after is None:
         return []
-    if before is None or request.raw_object is None:
+    if before is None or received is None:
         raise TypeError("A mutating handler cannot return an object for a DELETE")
     if not isinstance(after, route.model):
         raise TypeError(
@@ -304,7 +306,7 @@ def _patch(
         )
     from cloudcoil_sync.patches import mutation_patch
 
-    return mutation_patch(request.raw_object, before, after)
+    return mutation_patch(received, before, after)
 
 
 def _response(uid: str, allowed: bool, **fields: Any) -> dict[str, Any]:
@@ -350,10 +352,19 @@ def _reject_constant(name: str) -> Any:
     raise InvalidReview(f"non-finite number {name}")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 overflows to infinity
+        raise InvalidReview(f"non-finite number {text}")
+    return value
+
+
 def parse_review(body: bytes, route: Route) -> dict[str, Any]:
     """The `request` member of an AdmissionReview v1 that matches `route`, else InvalidReview."""
     try:
-        document = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+        document = json.loads(
+            body.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float
+        )
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise InvalidReview(f"not JSON: {error}") from None
     if not isinstance(document, dict):

@@ -198,8 +198,17 @@ def test_malformed_or_mismatched_review_is_400_and_never_handled(
 
 @pytest.mark.parametrize(
     "body",
-    [b"{", b"\xff\xfe{}", b'{"apiVersion": NaN}', b"[Infinity]", b'{"a": -Infinity}', b""],
-    ids=["truncated", "not utf-8", "NaN", "Infinity", "-Infinity", "empty"],
+    [
+        b"{",
+        b"\xff\xfe{}",
+        b'{"apiVersion": NaN}',
+        b"[Infinity]",
+        b'{"a": -Infinity}',
+        b'{"a": 1e999}',
+        b"",
+        b"[" * 100_000,
+    ],
+    ids=["truncated", "not utf-8", "NaN", "Infinity", "-Infinity", "overflow", "empty", "deep"],
 )
 def test_invalid_json_is_400(webhook: AdmissionWebhook, handlers: Handlers, body: bytes) -> None:
     assert call(webhook, "/validate/cm", body)[::2] == (400, INVALID)
@@ -356,6 +365,20 @@ def test_mutator_patch_holds_only_its_change(webhook: AdmissionWebhook, handlers
     assert decoded_patch(response) == [
         {"op": "add", "path": "/metadata/labels", "value": {"team": "a"}}
     ]
+
+
+def test_mutator_editing_the_raw_object_cannot_skew_the_patch(
+    webhook: AdmissionWebhook, handlers: Handlers
+) -> None:
+    def meddle(request: AdmissionRequest[ConfigMap]) -> ConfigMap:
+        assert request.raw_object is not None and request.resource is not None
+        request.raw_object["data"] = {"k": "changed"}
+        request.resource.data = {"k": "changed"}
+        return request.resource
+
+    handlers.mutate = meddle
+    response = response_of(call(webhook, "/mutate/cm", review(obj=config_map(data={"k": "v"})))[2])
+    assert decoded_patch(response) == [{"op": "replace", "path": "/data/k", "value": "changed"}]
 
 
 def test_mutator_returning_none_or_unchanged_gives_no_patch(
