@@ -44,8 +44,15 @@ def manager_name(user_agent: str | None, field_manager: str | None) -> str:
     return (user_agent or "unknown").split("/", 1)[0] or "unknown"
 
 
-def _restricted(obj: JSON, custom: bool, status_split: bool, subresource: str) -> dict[Path, Any]:
-    fields = fields_of(obj, custom)
+def _restricted(
+    obj: JSON,
+    custom: bool,
+    status_split: bool,
+    subresource: str,
+    fields: dict[Path, Any] | None = None,
+) -> dict[Path, Any]:
+    if fields is None:
+        fields = fields_of(obj, custom)
     if not status_split:
         return fields
     if subresource == "status":
@@ -95,9 +102,10 @@ def record_update(
 ) -> list[JSON]:
     """managedFields after an Update-operation write of ``new`` over ``old``."""
     old_fields = _restricted(old or {}, w.custom, status_split, w.subresource)
-    new_fields = _restricted(new, w.custom, status_split, w.subresource)
+    all_new = fields_of(new, w.custom)
+    new_fields = _restricted(new, w.custom, status_split, w.subresource, all_new)
     changed = {p for p, v in new_fields.items() if p not in old_fields or old_fields[p] != v}
-    present = set(fields_of(new, w.custom))
+    present = set(all_new)
     entries = (
         base
         if base is not None
