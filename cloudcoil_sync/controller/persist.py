@@ -8,7 +8,7 @@ write is never rebased onto a fresh read; the next pass retries against the newe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from cloudcoil.resources import Resource
 
@@ -19,6 +19,7 @@ from cloudcoil_sync.patches import diff
 __all__ = ["persist", "split_status", "status_only"]
 
 Patch = list[dict[str, Any]]
+R = TypeVar("R", bound=Resource)
 
 
 def _is_status(operation: dict[str, Any]) -> bool:
@@ -33,7 +34,7 @@ def split_status(operations: Patch) -> tuple[Patch, Patch]:
     return main, status
 
 
-def status_only(snapshot: Resource, desired: Resource) -> Resource:
+def status_only(snapshot: R, desired: Resource) -> R:
     """`snapshot` with `desired`'s status: what a failure report may write (nothing else)."""
     copy = snapshot.model_copy(deep=True)
     copy.status = getattr(desired, "status", None)  # type: ignore[attr-defined]
