@@ -92,6 +92,7 @@ class Config:
         max_retries: int = 5,
         pool_maxsize: int = 64,
         proxy_url: str | None = None,
+        tls_server_name: str | None = None,
         exec_provider: ExecProvider | None = None,
         auth: Auth | None = None,
     ) -> None:
@@ -123,6 +124,7 @@ class Config:
             connect_timeout=connect_timeout,
             retry=RetryPolicy(max_retries=max_retries),
             pool_maxsize=pool_maxsize,
+            tls_server_name=tls_server_name,
         )
         self._mapper: RESTMapper | None = None
 

@@ -79,6 +79,11 @@ class ExecProvider(Auth):
         """Build from a kubeconfig ``exec`` stanza (paths already resolved)."""
         if not spec.get("command"):
             raise ConfigError("kubeconfig exec stanza has no command")
+        if spec.get("interactiveMode") == "Always":
+            raise ConfigError(
+                f"exec plugin {spec['command']!r} requires interactive input "
+                "(interactiveMode: Always), which an operator cannot provide"
+            )
         env = {str(e["name"]): str(e.get("value", "")) for e in spec.get("env") or []}
         return cls(
             str(spec["command"]),

@@ -140,6 +140,7 @@ def load_kubeconfig(
         "namespace": str(ctx.get("namespace") or "default"),
         "insecure_skip_tls_verify": bool(cluster.get("insecure-skip-tls-verify", False)),
         "proxy_url": cluster.get("proxy-url"),
+        "tls_server_name": cluster.get("tls-server-name"),
         "ca_file": cluster.get("certificate-authority"),
         "client_cert_file": user.get("client-certificate"),
         "client_key_file": user.get("client-key"),

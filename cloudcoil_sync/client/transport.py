@@ -59,6 +59,21 @@ def _not_sent(exc: Exception) -> bool:
     return isinstance(getattr(inner, "reason", None), NewConnectionError | ConnectTimeoutError)
 
 
+class _Adapter(requests.adapters.HTTPAdapter):
+    """HTTPAdapter that can verify the server under another name (kubeconfig
+    ``tls-server-name``): SNI and hostname check use it instead of the URL's host."""
+
+    def __init__(self, tls_server_name: str | None, **kwargs: Any) -> None:
+        self._tls_server_name = tls_server_name
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        if self._tls_server_name:
+            kwargs["server_hostname"] = self._tls_server_name
+            kwargs["assert_hostname"] = self._tls_server_name
+        super().init_poolmanager(*args, **kwargs)
+
+
 class Transport:
     """Sends requests to one API server; thread-safe."""
 
@@ -76,6 +91,7 @@ class Transport:
         connect_timeout: float = 10.0,
         retry: RetryPolicy | None = None,
         pool_maxsize: int = 64,
+        tls_server_name: str | None = None,
     ) -> None:
         self.server = server.rstrip("/")
         self.auth = auth
@@ -93,8 +109,8 @@ class Transport:
         session.headers.update({"User-Agent": USER_AGENT, "Accept": _JSON})
         # The API server sets no cookies we want; refuse them so threads share no jar state.
         session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
-        adapter = requests.adapters.HTTPAdapter(
-            pool_connections=4, pool_maxsize=pool_maxsize, max_retries=0
+        adapter = _Adapter(
+            tls_server_name, pool_connections=4, pool_maxsize=pool_maxsize, max_retries=0
         )
         session.mount("https://", adapter)
         session.mount("http://", adapter)

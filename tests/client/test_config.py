@@ -403,3 +403,38 @@ def test_in_cluster_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(ConfigError, match="service-account token"):
         Config.load()  # no kubeconfig: falls back to in-cluster, default SA dir absent
+
+
+def test_tls_server_name(api: FakeAPI, pki: PKI, tmp_path: Path) -> None:
+    # the server certificate names localhost and 127.0.0.1 only
+    with Config(api.url, token="t", ca_data=pki.ca.cert_pem, tls_server_name="localhost") as cfg:
+        assert cfg.client(ConfigMap).get("a").metadata is not None
+    with (
+        Config(
+            api.url,
+            token="t",
+            ca_data=pki.ca.cert_pem,
+            tls_server_name="wrong.example",
+            max_retries=0,
+        ) as cfg,
+        pytest.raises(TransportError, match="TLS error"),
+    ):
+        cfg.client(ConfigMap).get("a")
+    extra: dict[str, Any] = {
+        "tls-server-name": "localhost",
+        "certificate-authority-data": _b64(pki.ca.cert_pem),
+    }
+    with Config.from_kubeconfig(_write(tmp_path / "c", _kubeconfig(api.url, **extra))) as cfg:
+        assert cfg.client(ConfigMap).get("a").metadata is not None
+
+
+def test_interactive_exec_plugin_rejected(tmp_path: Path) -> None:
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "x",
+            "interactiveMode": "Always",
+        }
+    }
+    with pytest.raises(ConfigError, match="interactive"):
+        Config.from_kubeconfig(_write(tmp_path / "c", _kubeconfig("https://k:1", user=user)))
