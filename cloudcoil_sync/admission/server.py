@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import waitress
 from waitress import wasyncore
@@ -159,6 +159,20 @@ class WebhookHost:
         self._loop_thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._shutdown_timeout = 5.0
+
+    @classmethod
+    def from_settings(cls, app: WSGIApplication, settings: Any, **options: Any) -> WebhookHost:
+        """A host for `settings` (an application `WebhookServer`: certfile, keyfile, host,
+        port); `options` are the other keyword arguments (checks, registry, threads...).
+        """
+        return cls(
+            app,
+            certfile=settings.certfile,
+            keyfile=settings.keyfile,
+            host=settings.host,
+            port=settings.port,
+            **options,
+        )
 
     @property
     def address(self) -> tuple[str, int]:

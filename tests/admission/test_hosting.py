@@ -403,3 +403,19 @@ def test_waitress_is_imported_only_by_the_server_module() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
     )
     assert completed.returncode == 0, completed.stderr
+
+
+def test_host_from_application_settings(
+    serving: ServingPair, client_context: ssl.SSLContext
+) -> None:
+    from cloudcoil_sync.application.settings import WebhookServer
+
+    settings = WebhookServer(certfile=str(serving.certfile), keyfile=str(serving.keyfile))
+    host = WebhookHost.from_settings(lambda e, s: [], settings, ready=lambda: False)
+    assert (host.certfile, host.keyfile, host.host, host.port) == (
+        str(serving.certfile),
+        str(serving.keyfile),
+        "0.0.0.0",
+        9443,
+    )
+    assert host.stop(timeout=1)
