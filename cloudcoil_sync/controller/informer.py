@@ -326,7 +326,10 @@ class Informer:
         )
         with self._lock:
             self._watch = stream
-        if self._stop.is_set():
+        if self._stop.is_set() or self._resync_requested:
+            # stop()/resync() may have looked for an open watch just before this one.
+            with self._lock:
+                self._watch = None
             _close_quietly(stream)
             return False
         delivered = False
