@@ -1,6 +1,18 @@
 """The Kubernetes API client of cloudcoil_sync (requests-based, thread-safe).
 
-``Config`` (explicit, kubeconfig, in-cluster) → ``config.client(Kind)`` → ``ResourceClient``.
+::
+
+    config = Config(server, token=..., ca_data=...)   # or Config.from_kubeconfig(),
+    config = Config.load()                            # Config.in_cluster(), Config.load()
+    cms = config.client(ConfigMap)                    # ResourceClient[ConfigMap]
+    cms.get("a"); cms.list(label_selector="x=y"); cms.watch(resource_version=rv)
+    cms.create(obj); cms.replace(obj); cms.json_patch(name, ops); cms.merge_patch(name, p)
+    cms.apply(obj, field_manager="me", force=True); cms.delete(name, uid=..., resource_version=...)
+    cms.raw.get("a")                                  # plain JSON dicts (no pydantic)
+    config.client(("example.com", "v1", "widgets"))   # unknown kinds: dicts, discovery
+    config.close()
+
+Errors are typed (:class:`NotFound`, :class:`Conflict`, ...; all :class:`ClientError`).
 """
 
 from cloudcoil_sync.client.api import ListResult, ResourceClient

@@ -197,6 +197,16 @@ class Config:
     ) -> Config:
         """From kubeconfig: ``path`` (or ``$KUBECONFIG`` list, or ``~/.kube/config``)."""
         kwargs = load_kubeconfig(path, context)
+        # an override of one form (data or file) replaces the kubeconfig's other form
+        for pair in (
+            ("ca_data", "ca_file"),
+            ("client_cert_data", "client_cert_file"),
+            ("client_key_data", "client_key_file"),
+            ("token", "token_file"),
+        ):
+            for given, other in (pair, pair[::-1]):
+                if given in overrides:
+                    kwargs.pop(other, None)
         return cls(**{**kwargs, **overrides})
 
     @classmethod

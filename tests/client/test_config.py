@@ -438,3 +438,11 @@ def test_interactive_exec_plugin_rejected(tmp_path: Path) -> None:
     }
     with pytest.raises(ConfigError, match="interactive"):
         Config.from_kubeconfig(_write(tmp_path / "c", _kubeconfig("https://k:1", user=user)))
+
+
+def test_kubeconfig_overrides_replace_the_other_form(tmp_path: Path, pki: PKI) -> None:
+    ca = _write(tmp_path / "ca.crt", pki.other_ca.cert_pem.decode())
+    kc = _kubeconfig("https://k:1", **{"certificate-authority": str(ca)})
+    with Config.from_kubeconfig(_write(tmp_path / "c", kc), ca_data=pki.ca.cert_pem) as cfg:
+        assert cfg.session.verify != str(ca)
+        assert Path(str(cfg.session.verify)).read_bytes() == pki.ca.cert_pem
