@@ -40,8 +40,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Module of each runtime command; it must define ``command(app) -> click.Command``.
 COMMAND_MODULES = {
-    "install": "cloudcoil_sync.application.install_cli",
-    "uninstall": "cloudcoil_sync.application.uninstall_cli",
+    "install": "cloudcoil_sync.application.install",
+    "uninstall": "cloudcoil_sync.application.uninstall",
     "run": "cloudcoil_sync.application.run_cli",
 }
 CA_ENV = "CLOUDCOIL_WEBHOOK_CA_FILE"

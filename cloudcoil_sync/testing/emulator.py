@@ -20,6 +20,7 @@ from .hooks import AdmissionHook
 from .http import Exchange, HTTPServer
 from .rbac import Authorizer
 from .resources import Registry
+from .rollout import RolloutMode, RolloutSimulator
 from .store import Store
 from .tls import default_ca, server_context
 from .watch import WatchRegistry
@@ -47,6 +48,7 @@ class Emulator:
         host: str = "127.0.0.1",
         port: int = 0,
         log_size: int = 100_000,
+        deployments: RolloutMode | None = None,
     ) -> None:
         self.tls = tls
         self.host = host
@@ -62,6 +64,12 @@ class Emulator:
         self.faults = Faults()
         self.stopping = threading.Event()
         self.admission_hooks: list[AdmissionHook] = []
+        # Deployment-status simulator (see rollout.py); None leaves Deployment status alone.
+        self.rollouts = (
+            RolloutSimulator(self.store, self.objects, self.registry, deployments)
+            if deployments is not None
+            else None
+        )
         self._log: collections.deque[LogEntry] = collections.deque(maxlen=log_size)
         self._server: HTTPServer | None = None
         self._ca = default_ca() if tls else None
@@ -78,6 +86,8 @@ class Emulator:
         self._server = HTTPServer(self._handle, self.host, self._port, context)
         self._port = self._server.port
         self.controllers.start()
+        if self.rollouts is not None:
+            self.rollouts.start()
         self._server.start()
         return self
 
@@ -91,6 +101,8 @@ class Emulator:
         self.watches.wait_closed(2.0)  # let streams send their final chunk
         server.stop()
         self.controllers.stop()
+        if self.rollouts is not None:
+            self.rollouts.stop()
 
     def __enter__(self) -> Emulator:
         return self.start()

@@ -1,0 +1,127 @@
+"""Progress, deadlines and outcome errors shared by ``install`` and ``uninstall``.
+
+Progress goes to stderr, one line per step (``applied ...``, ``waiting for ...: <state>``,
+``... done in N s``) and one summary line; waits print a state only when it changes. Failures
+raise :class:`InstallError` (or its subclasses), whose one-line message names the cause, what
+was done and what was still pending; nothing is rolled back.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+__all__ = [
+    "Deadline",
+    "InstallConflict",
+    "InstallError",
+    "InstallTimeout",
+    "Progress",
+    "describe",
+    "field_manager",
+]
+
+#: Seconds between polls of a condition (the reference's 0.2 s).
+POLL_INTERVAL = 0.2
+
+
+def field_manager(app_name: str) -> str:
+    """The server-side-apply field manager of an app's installer."""
+    return f"cloudcoil-{app_name}"
+
+
+def describe(obj: dict[str, Any]) -> str:
+    """``Kind namespace/name`` (or ``Kind name`` for cluster-scoped objects)."""
+    meta = obj.get("metadata") or {}
+    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{obj.get('kind', '?')} {where}{meta.get('name', '?')}"
+
+
+def _names(items: Sequence[str], limit: int = 4) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+class InstallError(RuntimeError):
+    """An install/uninstall step failed; objects already written are left in place."""
+
+    def __init__(
+        self, cause: str, *, done: Sequence[str] = (), pending: Sequence[str] = (), verb: str = ""
+    ) -> None:
+        self.cause = cause
+        self.done = list(done)
+        self.pending = list(pending)
+        tail = []
+        if verb:
+            tail.append(f"{verb} {len(self.done)} of {len(self.done) + len(self.pending)}")
+        if self.pending:
+            tail.append(f"pending: {_names(self.pending)}")
+        super().__init__(cause + (f" ({'; '.join(tail)})" if tail else ""))
+
+
+class InstallTimeout(InstallError, TimeoutError):
+    """The overall ``timeout`` expired; ``cause`` names what was being waited for."""
+
+
+class InstallConflict(InstallError):
+    """Server-side apply found fields owned by another field manager."""
+
+    def __init__(self, obj: str, manager: str, field: str, others: int, **kw: Any) -> None:
+        self.object, self.manager, self.field = obj, manager, field
+        more = f" (and {others} more)" if others else ""
+        cause = (
+            f"{obj}: field {field}{more} is owned by field manager {manager!r}; "
+            "rerun with --force (force=True) to take ownership"
+        )
+        super().__init__(cause, **kw)
+
+
+class Deadline:
+    """A monotonic deadline for a whole operation."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._end = clock() + seconds
+
+    def remaining(self) -> float:
+        return max(0.0, self._end - self._clock())
+
+    @property
+    def expired(self) -> bool:
+        return self.remaining() <= 0.0
+
+    def sleep(self, interval: float = POLL_INTERVAL) -> None:
+        """Sleep ``interval``, never past the deadline."""
+        time.sleep(min(interval, self.remaining()))
+
+
+class Progress:
+    """Writes progress lines to ``stream`` (stderr) unless ``quiet``."""
+
+    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
+        self._stream = stream
+        self.quiet = quiet
+        self.started = time.monotonic()
+        self._state: tuple[str, str] | None = None
+
+    def line(self, text: str) -> None:
+        if not self.quiet:
+            stream = self._stream or sys.stderr
+            stream.write(text + "\n")
+            stream.flush()
+
+    def waiting(self, what: str, state: str) -> None:
+        """Report a wait's state when it differs from the last one reported."""
+        if self._state != (what, state):
+            self._state = (what, state)
+            self.line(f"waiting for {what}: {state}")
+
+    def done(self, what: str, since: float) -> None:
+        self._state = None
+        self.line(f"{what}: done in {time.monotonic() - since:.1f} s")
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
