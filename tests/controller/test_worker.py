@@ -420,3 +420,51 @@ def test_stop_lets_the_pass_in_flight_finish(kube_emulator: Emulator, kube_confi
     assert stopped == [True]
     assert configmaps(kube_emulator)["inflight"]["data"] == {"managed": "yes"}  # not cut short
     assert loop.informer.stop(timeout=5)
+
+
+def test_api_error_storm_backs_off_then_converges(
+    kube_emulator: Emulator, kube_config: Config, loops: list[Loop]
+) -> None:
+    api = kube_config.client(ConfigMap).raw
+    for i in range(5):
+        api.create({"metadata": {"name": f"storm-{i}"}})
+    # Every write fails for a while (PATCH is not idempotent: the client does not retry 5xx).
+    kube_emulator.faults.inject(503, count=15, method="PATCH")
+    loop = run(loops, kube_config, ConfigMap, mark_managed, workers=2)
+
+    def converged() -> bool:
+        objects = configmaps(kube_emulator)
+        return all((o.get("data") or {}).get("managed") == "yes" for o in objects.values())
+
+    assert kube_emulator.wait_for(converged, timeout=20)
+    assert loop.idle()
+    assert loop.reconciler.counts["error"] == 15
+    assert loop.reconciler.writes == 5
+    assert all(loop.queue.num_retries(ResourceKey(f"storm-{i}", "default")) == 0 for i in range(5))
+
+
+def test_many_workers_never_share_a_key(kube_config: Config, loops: list[Loop]) -> None:
+    active: set[str] = set()
+    overlaps: list[str] = []
+    guard = threading.Lock()
+
+    def observed(key: ResourceKey, cm: ConfigMap | None) -> ConfigMap | None:
+        with guard:
+            if key.name in active:
+                overlaps.append(key.name)
+            active.add(key.name)
+        try:
+            return mark_managed(key, cm) if cm is not None and loop.calls[key.name] % 3 else None
+        finally:
+            with guard:
+                active.discard(key.name)
+
+    loop = run(loops, kube_config, ConfigMap, observed, workers=6)
+    api = kube_config.client(ConfigMap).raw
+    for i in range(8):
+        api.create({"metadata": {"name": f"k{i}"}})
+    for round_ in range(5):
+        for i in range(8):
+            api.merge_patch(f"k{i}", {"metadata": {"labels": {"round": str(round_)}}})
+    assert loop.called("k7", 1)
+    assert overlaps == []
