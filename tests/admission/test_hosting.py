@@ -312,8 +312,10 @@ def test_stop_joins_every_thread_with_clients_connected(
     half = raw_connect(host)
     half_tls = client_context.wrap_socket(half, server_hostname="127.0.0.1")
     half_tls.sendall(b"POST /echo HTTP/1.1\r\nContent-Length: 9\r\n\r\n{")
+    assert host.serving
     started = time.monotonic()
     assert host.stop(timeout=3) is True
+    assert not host.serving
     assert time.monotonic() - started < 3.5
     assert set(threading.enumerate()) <= before
     assert host.backend_path is None
