@@ -1,0 +1,133 @@
+"""Shared models and fixtures for the controller runtime tests (emulator over HTTPS)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
+
+import pytest
+from cloudcoil.pydantic import BaseModel
+from cloudcoil.resources import Resource
+from pydantic import Field
+
+from cloudcoil_sync.client import Config
+from cloudcoil_sync.controller import Controller, ReconcileStatus
+from cloudcoil_sync.controller.metrics import OperatorMetrics
+from cloudcoil_sync.controller.runtime import ControllerRuntime, InformerPool
+from cloudcoil_sync.crd import CRD, custom_resource
+from cloudcoil_sync.testing import Emulator
+
+
+class WidgetSpec(BaseModel):
+    size: int = 1
+
+
+class WidgetStatus(ReconcileStatus):
+    phase: str | None = None
+
+
+@custom_resource(api_version="example.com/v1", plural="widgets")
+class Widget(Resource):
+    api_version: Literal["example.com/v1"] = Field(default="example.com/v1", alias="apiVersion")
+    kind: Literal["Widget"] = "Widget"
+    spec: WidgetSpec | None = None
+    status: WidgetStatus | None = None
+
+
+class Calls:
+    """Thread-safe counts of handler calls, waited on with a timeout (no sleeps)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.counts: dict[str, int] = {}
+        self.log: list[str] = []
+
+    def hit(self, name: str) -> int:
+        with self._cond:
+            self.counts[name] = self.counts.get(name, 0) + 1
+            self.log.append(name)
+            self._cond.notify_all()
+            return self.counts[name]
+
+    def __getitem__(self, name: str) -> int:
+        with self._cond:
+            return self.counts.get(name, 0)
+
+    def wait(self, predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+        with self._cond:
+            return self._cond.wait_for(predicate, timeout)
+
+    def reached(self, name: str, times: int = 1, timeout: float = 10.0) -> bool:
+        return self.wait(lambda: self.counts.get(name, 0) >= times, timeout)
+
+
+class Harness:
+    """Starts runtimes on one pool and stops them (and the pool) after the test."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.pool = InformerPool(config)
+        self.metrics = OperatorMetrics()
+        self.runtimes: list[ControllerRuntime] = []
+        self.fatal: list[BaseException] = []
+
+    def runtime(self, controller: Controller[Any], **options: Any) -> ControllerRuntime:
+        options.setdefault("base_delay", 0.05)
+        options.setdefault("max_delay", 0.4)
+        runtime = ControllerRuntime(
+            controller,
+            self.config,
+            informers=self.pool,
+            metrics=self.metrics,
+            on_fatal=self.fatal.append,
+            **options,
+        )
+        self.runtimes.append(runtime)
+        return runtime
+
+    def run(self, controller: Controller[Any], **options: Any) -> ControllerRuntime:
+        runtime = self.runtime(controller, **options)
+        runtime.start()
+        runtime.wait_synced(timeout=10)
+        assert runtime.ready
+        return runtime
+
+    def close(self) -> None:
+        for runtime in reversed(self.runtimes):
+            runtime.stop(timeout=5)
+        assert self.pool.stop(timeout=5)
+
+
+@pytest.fixture
+def harness(kube_config: Config) -> Iterator[Harness]:
+    running = Harness(kube_config)
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def widgets(kube_config: Config) -> Config:
+    kube_config.client(("apiextensions.k8s.io", "v1", "customresourcedefinitions")).create(
+        CRD(Widget).manifest()
+    )
+    return kube_config
+
+
+def create_widget(config: Config, name: str, size: int = 1) -> dict[str, Any]:
+    return config.client(Widget).raw.create(
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": name},
+            "spec": {"size": size},
+        }
+    )
+
+
+def stored(kube: Emulator, group: str, plural: str, name: str) -> dict[str, Any]:
+    return kube.get_object(group, plural, "default", name) or {}
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
