@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any
@@ -163,7 +164,7 @@ def test_failing_key_backs_off_while_other_keys_flow(
         lambda: managed(kube_emulator, *(f"good-{i}" for i in range(5))), timeout=10
     )
     assert runtime.queue.num_retries(ResourceKey("bad", "default")) >= 4
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps[2] > gaps[0] * 2  # 0.05 → 0.1 → 0.2 (±10 %)
     fixed.set()
     assert kube_emulator.wait_for(lambda: managed(kube_emulator, "bad"), timeout=10)
@@ -240,7 +241,7 @@ def test_stuck_handler_is_bounded_by_reconcile_timeout(
         cm.data = {"managed": "yes"}
         return cm
 
-    runtime = harness.run(controller, name="stuck")
+    harness.run(controller, name="stuck")
     api = kube_config.client(ConfigMap).raw
     api.create({"metadata": {"name": "stuck"}})
     assert calls.reached("stuck")
