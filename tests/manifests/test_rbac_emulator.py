@@ -120,7 +120,8 @@ def test_the_operator_can_make_every_framework_call(
     created["spec"]["holderIdentity"] = "b"
     assert leases.replace(created)["spec"]["holderIdentity"] == "b"
     kube.create_object(config_map("widget-policy"))
-    assert sa.client(ConfigMap).get("widget-policy").metadata.name == "widget-policy"
+    policy = sa.client(ConfigMap).get("widget-policy")
+    assert policy.metadata is not None and policy.metadata.name == "widget-policy"
 
 
 REFUSED: dict[str, Callable[[Config], Any]] = {
