@@ -234,7 +234,7 @@ def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
         ex.respond(200, objects.list_body(req))
         return
     if verb == "get":
-        ex.respond(200, dumps(objects.get(req)))
+        ex.respond(200, _encode(emu, req, objects.get(req)))
         return
     if req.subresource and verb in ("create", "delete", "deletecollection"):
         raise st.method_not_allowed()
@@ -250,7 +250,16 @@ def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
         status, result = objects.delete(req)
     else:
         status, result = 200, objects.delete_collection(req)
-    ex.respond(status, dumps(result))
+    ex.respond(status, _encode(emu, req, result))
+
+
+def _encode(emu: Emulator, req: Req, result: JSON) -> bytes:
+    """The stored object's cached encoding when ``result`` is it (shared with watches/lists)."""
+    meta = result.get("metadata") or {}
+    entry = emu.store.entry(req.rt.key, meta.get("namespace", ""), meta.get("name", ""))
+    if entry is not None and entry.obj is result:
+        return entry.raw
+    return dumps(result)
 
 
 def _watch(emu: Emulator, ex: Exchange, req: Req) -> None:

@@ -41,7 +41,15 @@ class Entry:
     def item_raw(self) -> bytes:
         """Encoded without kind/apiVersion, as built-in list items are served."""
         if self._item is None:
-            self._item = dumps({k: v for k, v in self.obj.items() if k not in _TYPE_KEYS})
+            raw = self.raw
+            prefix = b'{"kind":%s,"apiVersion":%s,' % (
+                dumps(self.obj.get("kind")),
+                dumps(self.obj.get("apiVersion")),
+            )
+            if raw.startswith(prefix):  # objects are built with kind and apiVersion first
+                self._item = b"{" + raw[len(prefix) :]
+            else:
+                self._item = dumps({k: v for k, v in self.obj.items() if k not in _TYPE_KEYS})
         return self._item
 
 
@@ -56,12 +64,14 @@ class WatchEvent:
     namespace: str
     obj: JSON
     old: JSON | None = None
+    entry: Entry | None = field(default=None, repr=False)  # shares the object's encoding
     _raw: bytes | None = field(default=None, repr=False)
 
     def raw(self) -> bytes:
         """``{"type":..., "object":...}`` followed by a newline, encoded once for all watchers."""
         if self._raw is None:
-            self._raw = dumps({"type": self.type, "object": self.obj}) + b"\n"
+            body = self.entry.raw if self.entry is not None else dumps(self.obj)
+            self._raw = b'{"type":"%s","object":%s}\n' % (self.type.encode(), body)
         return self._raw
 
 
@@ -74,6 +84,7 @@ class Store:
         self.history_size = history_size
         self._rv = start_rv
         self._data: dict[Key, dict[str, dict[str, Entry]]] = {}
+        self._sorted: dict[tuple[Key, str], list[str]] = {}  # name order, rebuilt on demand
         self._history: list[WatchEvent] = []
         self._history_rvs: list[int] = []
         self.compacted_rv = 0  # events at or below this rv are no longer in history
@@ -96,18 +107,52 @@ class Store:
         with self.lock:
             return self._data.get(key, {}).get(namespace, {}).get(name)
 
-    def scan(self, key: Key, namespace: str | None) -> tuple[list[Entry], int]:
-        """Entries sorted by (namespace, name) and the resourceVersion of the snapshot."""
+    def scan(self, key: Key, namespace: str | None, start: str = "") -> tuple[list[Entry], int]:
+        """Entries sorted by (namespace, name) from ``start`` on, and the current rv.
+
+        ``start`` is a name for one namespace, ``"<namespace>/<name>"`` across namespaces.
+        """
+        with self.lock:
+            entries, _, rv = self.scan_lazily(key, namespace, start)
+            return list(entries), rv
+
+    def scan_lazily(
+        self, key: Key, namespace: str | None, start: str = ""
+    ) -> tuple[Iterator[Entry], int, int]:
+        """Like ``scan`` but entries are produced on demand: (entries, count, rv).
+
+        Consume the entries under ``lock`` for a consistent snapshot.
+        """
         with self.lock:
             by_ns = self._data.get(key, {})
-            if namespace is not None:
-                spaces = [(namespace, by_ns.get(namespace, {}))]
-            else:
-                spaces = sorted(by_ns.items())
-            out: list[Entry] = []
-            for _, objs in spaces:
-                out.extend(objs[name] for name in sorted(objs))
-            return out, self._rv
+            spaces = [namespace] if namespace is not None else sorted(by_ns)
+            start_ns, start_name = (
+                (None, start)
+                if namespace is not None
+                else (start.partition("/")[::2] if start else ("", ""))
+            )
+            plan: list[tuple[dict[str, Entry], list[str], int]] = []
+            count = 0
+            for ns in spaces:
+                objs = by_ns.get(ns)
+                if not objs or (start_ns and ns < start_ns):
+                    continue
+                names = self._sorted.get((key, ns))
+                if names is None:
+                    names = self._sorted[(key, ns)] = sorted(objs)
+                first = bisect.bisect_left(names, start_name) if start_ns in (None, ns) else 0
+                plan.append((objs, names, first))
+                count += len(names) - first
+            rv = self._rv
+
+        def produce() -> Iterator[Entry]:
+            for objs, names, first in plan:
+                for i in range(first, len(names)):
+                    entry = objs.get(names[i])
+                    if entry is not None:
+                        yield entry
+
+        return produce(), count, rv
 
     def storage_keys(self) -> list[Key]:
         with self.lock:
@@ -136,8 +181,12 @@ class Store:
             obj["metadata"]["resourceVersion"] = str(rv)
             meta = obj["metadata"]
             ns = meta.get("namespace", "")
-            self._data.setdefault(key, {}).setdefault(ns, {})[meta["name"]] = Entry(obj)
-            self._record(WatchEvent(rv, key, "MODIFIED" if old else "ADDED", ns, obj, old))
+            objs = self._data.setdefault(key, {}).setdefault(ns, {})
+            if meta["name"] not in objs:
+                self._sorted.pop((key, ns), None)
+            entry = objs[meta["name"]] = Entry(obj)
+            kind = "MODIFIED" if old else "ADDED"
+            self._record(WatchEvent(rv, key, kind, ns, obj, old, entry))
             return obj
 
     def remove(self, key: Key, obj: JSON) -> JSON:
@@ -147,6 +196,7 @@ class Store:
             ns = meta.get("namespace", "")
             spaces = self._data.get(key, {})
             spaces.get(ns, {}).pop(meta["name"], None)
+            self._sorted.pop((key, ns), None)
             if ns in spaces and not spaces[ns]:
                 del spaces[ns]
             rv = self.next_rv()
