@@ -144,6 +144,15 @@ class Reconciler(Generic[T]):
             self._log.exception("Settling the pass for %s failed", key)
         return outcome
 
+    def stats(self) -> tuple[dict[str, int], float, int]:
+        """(pass counts by outcome, total pass seconds, writes): a consistent copy.
+
+        Outcomes: success (requeues included), error, terminal, and cancelled (passes
+        that outlived `reconcile_timeout`, also counted as errors).
+        """
+        with self._lock:
+            return dict(self.counts), self.duration, self.writes
+
     # -- the pass ----------------------------------------------------------------------------
 
     def _run(
@@ -261,6 +270,8 @@ class Reconciler(Generic[T]):
             return
         with self._lock:
             self.counts["terminal" if terminal else "error" if label == "error" else "success"] += 1
+            if isinstance(outcome.error, PassTimedOut):
+                self.counts["cancelled"] += 1  # its result was discarded
             self.duration += seconds
         if self._metrics is not None:
             if isinstance(outcome.error, PassTimedOut):

@@ -392,6 +392,9 @@ def test_stuck_pass_times_out_without_blocking_others(
     )
     assert loop.pool.timed_out == 1
     release.set()
+    assert loop.called("slow", 2)
+    counts, seconds, _ = loop.reconciler.stats()
+    assert counts["cancelled"] == 1 and counts["error"] == 1 and seconds > 0.2
     assert kube_emulator.wait_for(
         lambda: (configmaps(kube_emulator)["slow"].get("data") or {}).get("managed") == "yes"
     )
