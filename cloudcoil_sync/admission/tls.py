@@ -318,6 +318,8 @@ class TLSFront:
             backend.settimeout(self.io_timeout)
             backend.connect(self.backend)
             self._relay(tls, backend)
+            with contextlib.suppress(OSError, ValueError):
+                tls.unwrap()  # send close_notify; never wait for the client's
         except (OSError, ValueError) as error:
             log.debug("Webhook TLS connection ended: %s", error)
         except Exception:

@@ -421,3 +421,20 @@ def test_host_from_application_settings(
         9443,
     )
     assert host.stop(timeout=1)
+
+
+def test_server_close_sends_close_notify(
+    host_factory: Callable[..., WebhookHost], client_context: ssl.SSLContext
+) -> None:
+    host = host_factory()
+    with (
+        raw_connect(host) as raw,
+        client_context.wrap_socket(
+            raw, server_hostname="127.0.0.1", suppress_ragged_eofs=False
+        ) as tls,
+    ):
+        tls.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        received = b""
+        while chunk := tls.recv(4096):  # a ragged EOF would raise SSLEOFError here
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 200")
