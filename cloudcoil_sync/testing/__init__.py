@@ -15,8 +15,6 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
 - Storage is in memory; one global integer resourceVersion counter. Every write of any kind
   bumps it. The watch history is a bounded list (``history_size`` events); older
   resourceVersions get ``410 Expired`` as a watch ERROR event, as etcd compaction causes.
-- Paginated lists report the first page's resourceVersion, but later pages read the current
-  state after the continue key (kube-apiserver serves a consistent etcd snapshot).
 - Only one version per group is served for built-in kinds; custom resources are stored once and
   served at every served version without conversion (no conversion webhooks).
 - Validation covers names (RFC 1123 subdomain, namespace labels), required ``eventTime`` for
@@ -33,15 +31,25 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
 - No graceful deletion for pods (deletionGracePeriodSeconds is always 0), no admission plugins
   (LimitRanger, quotas, service account token minting), no aggregated API servers, no
   protobuf, no field selectors beyond equality on simple paths.
-- Discovery lists only the kinds in the emulator's table (plus CRDs); verbs are the standard
-  eight for every kind; aggregated discovery (v2) is served for /api and /apis.
+- Discovery lists the kinds of the client's REST table plus CRDs; verbs are the standard eight
+  except for a few kinds (bindings, componentstatuses, namespaces, reviews); aggregated
+  discovery (v2) is served for /api and /apis. Subresources served: status, scale, finalize.
 - Authentication is by bearer token only: the admin token bypasses authorization; other tokens
   come from ``add_token``/``service_account_token``. RBAC is evaluated from the stored Roles,
   ClusterRoles and bindings (aggregated ClusterRoles are not expanded); discovery, /version and
   health endpoints are open to every authenticated user.
-- Admission webhooks and a Deployment-status simulator are not built yet: ``admission_hooks``
-  receive every write before it is applied (the webhook caller will be one such hook), and the
-  controller thread is where a Deployment-status controller will observe Deployments.
+- Admission webhooks are not called yet: ``admission_hooks`` receive every write before it is
+  applied and the webhook caller will be one such hook (design in ``hooks.py``). Deployment
+  status is only written when ``Emulator(deployments=...)`` enables the simulator in
+  ``rollout.py``; otherwise it changes only through ``/status`` writes.
+- Namespaces must exist before objects are created in them (``default``, ``kube-system``,
+  ``kube-public`` and ``kube-node-lease`` are pre-created); ``require_namespaces=False`` lifts
+  that.
+- An idle watch notices a departed client within ~2 s (a readable socket during a stream is
+  taken as the client closing: clients send nothing while watching); ``restart()`` keeps the
+  objects and the port, cuts connections and, by default, forgets the watch history.
+- Paginated lists read the objects after the continue key at the time of each page (no
+  snapshot across pages); the reported resourceVersion is the first page's.
 """
 
 from .api import LogEntry

@@ -1,5 +1,4 @@
-"""Extension points for the two features still to build: admission webhooks and a
-Deployment-status simulator.
+"""Extension points: admission webhooks (designed, not built) and store observers.
 
 Admission webhooks (design)
     ``Emulator.admission_hooks`` is a list of :class:`AdmissionHook`; the API layer calls each
@@ -25,16 +24,10 @@ Admission webhooks (design)
        ``admission webhook "<name>" denied the request: <message>`` with the webhook's code
        (default 403 Forbidden). ``reinvocationPolicy`` is not modelled.
 
-Deployment-status simulator (design)
-    A :class:`StoreObserver` registered in ``Store.listeners`` sees every event under the store
-    lock and queues work for a thread owned by the emulator (like ``Controllers``). For each
-    Deployment whose ``metadata.generation`` differs from ``status.observedGeneration`` it
-    writes, through ``Objects.update`` with subresource ``status`` and manager
-    ``kube-controller-manager``: observedGeneration, replicas/updatedReplicas/readyReplicas/
-    availableReplicas = spec.replicas, and the Available/Progressing conditions with the
-    reasons seen in the recorded files (MinimumReplicasAvailable, NewReplicaSetAvailable),
-    plus the ``deployment.kubernetes.io/revision`` annotation. Options: a delay before ready,
-    and a set of Deployments kept unavailable so ``install``'s rollout timeout can be tested.
+Deployment-status simulator
+    Built in :mod:`cloudcoil_sync.testing.rollout` (``Emulator(deployments=...)``): a
+    :class:`StoreObserver` in ``Store.listeners`` queues Deployments whose generation is not yet
+    observed, and its own thread writes their status through the ``status`` subresource.
 """
 
 from __future__ import annotations
