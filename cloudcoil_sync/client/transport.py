@@ -185,8 +185,12 @@ class Transport:
             code = resp.status_code
             if code < 400:
                 return resp
-            content = resp.content
-            resp.close()
+            try:
+                content = resp.content
+            except requests.RequestException:
+                content = b""  # the error body itself broke off: classify by status code
+            finally:
+                resp.close()
             if code == 401 and not reauthed and self.auth.invalidate():
                 reauthed = True
                 continue
