@@ -228,3 +228,44 @@ def test_json_patch_operations(client: Client) -> None:
         CM + "/jp", [{"op": "remove", "path": "/data/nope"}], "application/json-patch+json"
     )
     assert bad.status_code == 422
+
+
+def test_custom_resource_without_status_subresource_bumps_generation_on_status(
+    client: Client,
+) -> None:
+    emulator: Emulator = client.emulator
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "kind": "Gadget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                }
+            ],
+        },
+    }
+    client.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    path = "/apis/example.com/v1/namespaces/default/gadgets"
+    assert emulator.wait_for(lambda: client.get(path).status_code == 200)
+    body = {
+        "apiVersion": "example.com/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "g"},
+        "spec": {"a": 1},
+        "status": {"ok": False},
+    }
+    created = client.post(path, body).json()
+    assert created["status"] == {"ok": False}  # no status subresource: status is kept
+    patched = client.patch(path + "/g", {"status": {"ok": True}}).json()
+    assert patched["metadata"]["generation"] == 2
+    labelled = client.patch(path + "/g", {"metadata": {"labels": {"x": "y"}}}).json()
+    assert labelled["metadata"]["generation"] == 2
+    assert client.get(path + "/g/status").status_code == 404

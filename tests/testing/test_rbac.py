@@ -166,3 +166,30 @@ def test_rbac_changes_take_effect_immediately(client: Client) -> None:
     assert carol.get(CM).status_code == 200
     client.delete(f"{RBAC}/namespaces/default/rolebindings/r")
     assert carol.get(CM).status_code == 403
+
+
+def test_service_account_groups_and_watch_verb(client: Client) -> None:
+    role(
+        client,
+        "watcher",
+        [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["watch"]}],
+        namespace=None,
+    )
+    bind(
+        client,
+        "all-sas",
+        "ClusterRole",
+        "watcher",
+        [{"kind": "Group", "name": "system:serviceaccounts:default"}],
+    )
+    token = client.emulator.service_account_token("default", "any")
+    user = client.as_token(token)
+    watched = user.get(CM + "?watch=true&timeoutSeconds=1")
+    assert watched.status_code == 200
+    listed = user.get(CM)
+    assert listed.status_code == 403
+    other = client.as_token(client.emulator.service_account_token("kube-system", "any"))
+    assert other.get(CM + "?watch=true&timeoutSeconds=1").status_code == 403
+    collection = user.delete(CM)
+    assert collection.status_code == 403
+    assert "cannot deletecollection resource" in collection.json()["message"]
