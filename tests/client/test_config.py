@@ -446,3 +446,18 @@ def test_kubeconfig_overrides_replace_the_other_form(tmp_path: Path, pki: PKI) -
     with Config.from_kubeconfig(_write(tmp_path / "c", kc), ca_data=pki.ca.cert_pem) as cfg:
         assert cfg.session.verify != str(ca)
         assert Path(str(cfg.session.verify)).read_bytes() == pki.ca.cert_pem
+
+
+def test_unreachable_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    with Config(f"https://127.0.0.1:{port}", token="t", max_retries=2) as cfg:
+        backoffs: list[int] = []
+        monkeypatch.setattr(cfg.transport, "_backoff", lambda a, r, m: backoffs.append(a))
+        with pytest.raises(TransportError, match=f"cannot connect to https://127.0.0.1:{port}"):
+            cfg.client(ConfigMap).create(CM)
+        assert backoffs == [0, 1]  # never sent, so even a POST is retried
