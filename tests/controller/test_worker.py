@@ -289,10 +289,18 @@ def test_wrong_return_values_are_errors(kube_config: Config, loops: list[Loop]) 
 
 
 @pytest.fixture
-def widgets(kube_config: Config) -> Config:
-    kube_config.client(("apiextensions.k8s.io", "v1", "customresourcedefinitions")).create(
-        CRD(Widget).manifest()
-    )
+def widgets(kube_emulator: Emulator, kube_config: Config) -> Config:
+    crds = ("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    kube_config.client(crds).create(CRD(Widget).manifest())
+
+    def established() -> bool:
+        crd = kube_emulator.get_object(
+            "apiextensions.k8s.io", "customresourcedefinitions", "", "widgets.example.com"
+        )
+        conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    assert kube_emulator.wait_for(established)
     return kube_config
 
 
