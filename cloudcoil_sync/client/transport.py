@@ -148,10 +148,12 @@ class Transport:
         content_type: str | None = None,
         stream: bool = False,
         read_timeout: float | None = None,
+        retries: int | None = None,
     ) -> requests.Response:
         """Send with rate limit and retries; return a 2xx/3xx response or raise a typed error.
 
-        ``body`` is JSON-encoded unless it is ``bytes``.
+        ``body`` is JSON-encoded unless it is ``bytes``. ``retries`` overrides the policy's
+        ``max_retries`` for this call (e.g. 0 for lease renewals bound by a deadline).
         """
         if self._closed.is_set():
             raise TransportError("client is closed", method=method)
@@ -161,6 +163,7 @@ class Transport:
             content_type = _JSON
         timeout = (self.connect_timeout, read_timeout or self.timeout)
         idempotent = method in IDEMPOTENT_METHODS
+        limit = self.retry.max_retries if retries is None else retries
         attempt, reauthed = 0, False
         while True:
             self.limiter.acquire()
@@ -177,7 +180,7 @@ class Transport:
                 )
             except requests.RequestException as exc:
                 err = map_transport_error(exc, method, url, self.server)
-                if (idempotent or _not_sent(exc)) and attempt < self.retry.max_retries:
+                if (idempotent or _not_sent(exc)) and attempt < limit:
                     self._backoff(attempt, None, method)
                     attempt += 1
                     continue
@@ -201,7 +204,7 @@ class Transport:
                 url=url,
                 retry_after_header=resp.headers.get("Retry-After"),
             )
-            if self.retry.should_retry_status(method, code) and attempt < self.retry.max_retries:
+            if self.retry.should_retry_status(method, code) and attempt < limit:
                 self._backoff(attempt, err_.retry_after, method)
                 attempt += 1
                 continue

@@ -237,3 +237,12 @@ def test_write_request_shapes(config: Config) -> None:
     assert json.loads(req.body or b"{}") == {"data": None}
     with pytest.raises(ValueError, match="field_manager"):
         api.apply(_cm(), field_manager="")
+
+
+@responses.activate
+def test_per_call_retry_override(config: Config) -> None:
+    responses.get(f"{CM_URL}/a", status=503, body=b"")
+    responses.get(f"{CM_URL}/a", json=_cm())
+    with pytest.raises(ServerError):
+        config.transport.request_json("GET", "/api/v1/namespaces/default/configmaps/a", retries=0)
+    assert len(responses.calls) == 1
