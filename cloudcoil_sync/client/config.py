@@ -12,7 +12,6 @@ healthy operator; API Priority and Fairness protects the server; ``qps<=0`` disa
 from __future__ import annotations
 
 import os
-import ssl
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -26,6 +25,7 @@ from cloudcoil_sync.client.errors import ConfigError
 from cloudcoil_sync.client.exec_auth import ExecProvider
 from cloudcoil_sync.client.kubeconfig import default_paths, load_kubeconfig
 from cloudcoil_sync.client.retry import RetryPolicy
+from cloudcoil_sync.client.tls import check_ca, check_pair, pem_text
 from cloudcoil_sync.client.transport import Transport
 
 if TYPE_CHECKING:
@@ -38,34 +38,6 @@ DEFAULT_QPS = 1000.0
 DEFAULT_BURST = 2000
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 T = TypeVar("T")
-
-
-def _pem(data: bytes | str) -> str:
-    return data.decode() if isinstance(data, bytes) else data
-
-
-def _check_ca(ca_data: bytes | str | None, ca_file: str | None) -> None:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    try:
-        if ca_data is not None:
-            ctx.load_verify_locations(cadata=_pem(ca_data))
-        if ca_file is not None:
-            ctx.load_verify_locations(cafile=ca_file)
-    except (ssl.SSLError, ValueError, UnicodeDecodeError) as exc:
-        what = "certificate-authority data" if ca_data is not None else f"CA file {ca_file}"
-        raise ConfigError(f"{what} is not a valid PEM certificate: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read CA file {ca_file}: {exc.strerror}") from None
-
-
-def _check_pair(cert: str, key: str) -> None:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    try:
-        ctx.load_cert_chain(cert, key)
-    except ssl.SSLError as exc:
-        raise ConfigError(f"client certificate/key are invalid or do not match: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read client certificate/key: {exc}") from None
 
 
 class Config:
@@ -135,11 +107,11 @@ class Config:
         if insecure:
             return False
         if ca_file is not None:
-            _check_ca(None, str(ca_file))
+            check_ca(None, str(ca_file))
             return str(ca_file)
         if ca_data is not None and https:
-            _check_ca(ca_data, None)
-            return self._files.write("ca.crt", _pem(ca_data).encode())
+            check_ca(ca_data, None)
+            return self._files.write("ca.crt", pem_text(ca_data).encode())
         return True
 
     def _client_cert(
@@ -161,14 +133,14 @@ class Config:
         cert = (
             str(cert_file)
             if cert_file is not None
-            else self._files.write("client.crt", _pem(cert_data or "").encode())
+            else self._files.write("client.crt", pem_text(cert_data or "").encode())
         )
         key = (
             str(key_file)
             if key_file is not None
-            else self._files.write("client.key", _pem(key_data or "").encode())
+            else self._files.write("client.key", pem_text(key_data or "").encode())
         )
-        _check_pair(cert, key)
+        check_pair(cert, key)
         return cert, key
 
     @staticmethod
