@@ -161,6 +161,11 @@ def load_kubeconfig(
             f"user {user_name!r} uses auth-provider {provider!r}, which is not supported; "
             "use an exec credential plugin"
         )
+    if user.get("username") or user.get("password"):
+        raise ConfigError(
+            f"user {user_name!r} uses basic auth (username/password), which Kubernetes "
+            "removed in 1.19; use a token, client certificate or exec plugin"
+        )
     if user.get("exec"):
         kwargs["exec_provider"] = ExecProvider.from_kubeconfig(
             user["exec"], cluster=_cluster_info(cluster)

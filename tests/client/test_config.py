@@ -240,6 +240,10 @@ def test_home_kubeconfig_and_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             "auth-provider 'gcp'.*exec",
         ),
         (lambda kc: kc.update(clusters={"a": 1}), "clusters must be a list"),
+        (
+            lambda kc: kc["users"][0].update(user={"username": "u", "password": "p"}),
+            "basic auth",
+        ),
     ],
 )
 def test_bad_kubeconfigs(tmp_path: Path, mutate: Any, message: str) -> None:
