@@ -378,6 +378,7 @@ class _Relay:
         self.awaiting = False  # request bytes went to the backend since it last answered
         self.client_open = True
         self.finishing = False  # client closed or front stopping: only answers flow now
+        self.answer_pending = False  # a request was in flight when finishing began
         self.last_activity = self.answered_at = self.closed_at = time.monotonic()
         tls.setblocking(False)
 
@@ -403,6 +404,7 @@ class _Relay:
     def _finish(self) -> None:
         if not self.finishing:
             self.finishing = True
+            self.answer_pending = self.awaiting  # else nothing is owed: close at once
             self.poller.unregister(self.client_fd)
             self.poller.unregister(self.front._wake_r)  # level-triggered once stopping
 
@@ -415,8 +417,10 @@ class _Relay:
         if not self.finishing:
             return idle_left
         if not self.awaiting:
+            # Nothing in flight: close now, unless an answer owed at finish has just
+            # arrived, whose remaining chunks get a short grace.
             linger = self.answered_at + _LINGER - now
-            return linger if linger > 0 else None  # nothing in flight: close now
+            return linger if self.answer_pending and linger > 0 else None
         if not self.client_open and now - self.closed_at >= front.io_timeout:
             return None  # the client left mid-request and no answer came
         wait = min(idle_left, front.io_timeout)

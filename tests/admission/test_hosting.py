@@ -438,3 +438,12 @@ def test_server_close_sends_close_notify(
         while chunk := tls.recv(4096):  # a ragged EOF would raise SSLEOFError here
             received += chunk
     assert received.startswith(b"HTTP/1.1 200")
+
+
+def test_closed_connections_free_their_slot_at_once(
+    host_factory: Callable[..., WebhookHost], client_context: ssl.SSLContext
+) -> None:
+    host = host_factory(max_connections=2)
+    for _ in range(30):  # one connection per request, back to back
+        assert get(host, client_context, "/x")[0] == 200
+    assert host.front is not None and host.front.rejected == 0
