@@ -42,6 +42,8 @@ Handler = Callable[[ResourceKey, Any], object]
 
 # How long to wait for the informer to catch up with our own write before looking again.
 STALE_SNAPSHOT_DELAY = 1.0
+# Passes are deferred for a stale snapshot only this long after the write.
+STALE_SNAPSHOT_PATIENCE = 5.0
 MAX_REMEMBERED_WRITES = 10_000
 
 
@@ -115,7 +117,7 @@ class Reconciler(Generic[T]):
         self._log = logging.getLogger(f"cloudcoil_sync.controller.{name}")
         self._lock = threading.Lock()
         # key -> resourceVersion our last write replaced: a snapshot still at it is stale.
-        self._superseded: dict[ResourceKey, str] = {}
+        self._superseded: dict[ResourceKey, tuple[str, float]] = {}
         self.counts = {"success": 0, "error": 0, "terminal": 0, "cancelled": 0}
         self.duration = 0.0
         self.writes = 0
@@ -204,7 +206,7 @@ class Reconciler(Generic[T]):
         )
         if response is None:
             return False
-        self._remember_write(key, snapshot)
+        self._remember_write(key, snapshot, response)
         with self._lock:
             self.writes += 1
         return True
@@ -239,29 +241,34 @@ class Reconciler(Generic[T]):
         desired = status_only(snapshot, report)
         client = self._client(key)
         subresource = "status" in client.mapping.subresources
-        if persist(client, snapshot, desired, status_subresource=subresource) is not None:
-            self._remember_write(key, snapshot)
+        response = persist(client, snapshot, desired, status_subresource=subresource)
+        if response is not None:
+            self._remember_write(key, snapshot, response)
 
     # -- bookkeeping -------------------------------------------------------------------------
 
     def _is_stale(self, key: ResourceKey, snapshot: T) -> bool:
+        """The informer still shows the version our last write replaced (briefly)."""
         with self._lock:
-            superseded = self._superseded.get(key)
-            if superseded is None:
+            remembered = self._superseded.get(key)
+            if remembered is None:
                 return False
-            if snapshot.resource_version == superseded:
+            superseded, until = remembered
+            if snapshot.resource_version == superseded and time.monotonic() < until:
                 return True
+            # Caught up, or the echo is late: a truly stale patch is refused (422) anyway.
             del self._superseded[key]
             return False
 
-    def _remember_write(self, key: ResourceKey, snapshot: T) -> None:
+    def _remember_write(self, key: ResourceKey, snapshot: T, response: JSON) -> None:
         version = snapshot.resource_version
-        if not version:
-            return
+        written = (response.get("metadata") or {}).get("resourceVersion")
+        if not version or written == version:
+            return  # the server changed nothing: no newer version is coming
         with self._lock:
             if len(self._superseded) >= MAX_REMEMBERED_WRITES:
                 self._superseded.pop(next(iter(self._superseded)))
-            self._superseded[key] = version
+            self._superseded[key] = (version, time.monotonic() + STALE_SNAPSHOT_PATIENCE)
 
     def _record(self, outcome: Outcome, seconds: float) -> None:
         terminal = outcome.result == "terminal"

@@ -479,3 +479,49 @@ def test_many_workers_never_share_a_key(kube_config: Config, loops: list[Loop]) 
             api.merge_patch(f"k{i}", {"metadata": {"labels": {"round": str(round_)}}})
     assert loop.called("k7", 1)
     assert overlaps == []
+
+
+def test_a_snapshot_older_than_our_write_is_not_reconciled_again(
+    kube_config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = kube_config.client(ConfigMap).raw
+    created = api.create({"metadata": {"name": "echo"}})
+    stale = created  # what a lagging informer would still hold after our write
+    calls: list[str] = []
+    queue: WorkQueue[ResourceKey] = WorkQueue()
+
+    def handler(key: ResourceKey, cm: ConfigMap | None) -> ConfigMap | None:
+        calls.append(key.name)
+        return mark_managed(key, cm)
+
+    reconciler = Reconciler(
+        ConfigMap,
+        handler,
+        queue=queue,
+        lookup=lambda key: stale,
+        client=lambda key: kube_config.client(ConfigMap, namespace=key.namespace),
+        name="echo",
+    )
+    key = ResourceKey("echo", "default")
+    assert reconciler.process(key).wrote
+    # The informer has not seen our write yet: no handler call, a look again later.
+    assert reconciler.process(key).result == "skipped"
+    assert calls == ["echo"] and queue.delayed == 1
+    # Once it has (a newer version), passes run normally.
+    stale = api.get("echo")
+    assert reconciler.process(key).result == "success"
+    assert calls == ["echo", "echo"]
+    # A write the server found to be a no-op (same resourceVersion) defers nothing.
+    snapshot = ConfigMap.model_validate(stale)
+    reconciler._remember_write(
+        key, snapshot, {"metadata": {"resourceVersion": stale["metadata"]["resourceVersion"]}}
+    )
+    assert not reconciler._is_stale(key, snapshot)
+    # Deferral is bounded: after the patience, a stale snapshot is reconciled (and refused).
+    monkeypatch.setattr("cloudcoil_sync.controller.worker.STALE_SNAPSHOT_PATIENCE", 0.0)
+    stale = created
+    reconciler._remember_write(
+        key, ConfigMap.model_validate(created), {"metadata": {"resourceVersion": "new"}}
+    )
+    outcome = reconciler.process(key)
+    assert outcome.result == "error" and "422" in str(outcome.error)
