@@ -8,6 +8,10 @@ since the *start* of its last successful write; and the Lease is released only a
 work has stopped. Writes are optimistic (PUT with the read resourceVersion), so two candidates
 can never both win one round.
 
+A Lease this elector *creates* (it was absent) is held for one lease duration before the
+leader work starts: a candidate cannot tell a fresh cluster from a Lease deleted under a live
+leader, and that leader stops by its renew deadline.
+
 This is coordination, not fencing: leader work must stop promptly when asked (within
 ``lease_duration - renew_deadline`` of the deadline) and stay idempotent.
 """
@@ -54,6 +58,7 @@ _RECORD_FIELDS = (
 )
 # How often a waiting owner re-checks an external stop event it cannot be woken by.
 _TICK = 0.05
+_HOLDING = ("holding", "leading")
 # Warn this often while waiting for leader work that does not stop.
 _JOIN_WARN_SECONDS = 10.0
 
@@ -126,25 +131,20 @@ class LeaseObserver:
 
     Pure bookkeeping (no I/O, the caller passes ``now``), so the takeover rule can be tested
     without HTTP: a held record may be taken once it stayed unchanged for its
-    ``leaseDurationSeconds``; a released record (empty holder) at once; an absent Lease at once,
-    unless this candidate saw it held: then only after the absence itself lasted that holder's
-    duration (the deleted holder may still be working until its renew deadline).
+    ``leaseDurationSeconds``; a released record (empty holder) or an absent Lease at once
+    (a created Lease then waits out :meth:`quarantine` before leader work starts).
     """
 
     def __init__(self) -> None:
         self._record: str | None = None
         self._since = 0.0
-        self._absent_since: float | None = None
-        self._holder_duration: float | None = None
+        self._longest_held = 0.0
 
     def observe(self, lease: Mapping[str, Any] | None, now: float, *, fallback: float) -> None:
         """Record a GET answer (None = 404). ``fallback`` replaces an invalid duration."""
         if lease is None:
-            if self._absent_since is None:
-                self._absent_since = now
             self._record = None
             return
-        self._absent_since = None
         spec = _spec(lease)
         record = json.dumps(
             {"uid": _uid(lease), **{key: spec.get(key) for key in _RECORD_FIELDS}},
@@ -153,7 +153,8 @@ class LeaseObserver:
         )
         if record != self._record:
             self._record, self._since = record, now
-        self._holder_duration = self.duration(lease, fallback) if _holder(lease) else None
+        if _holder(lease):
+            self._longest_held = max(self._longest_held, self.duration(lease, fallback))
 
     @staticmethod
     def duration(lease: Mapping[str, Any], fallback: float) -> float:
@@ -168,13 +169,20 @@ class LeaseObserver:
     ) -> float:
         """Seconds ``identity`` must still wait before taking the Lease (0 = may take now)."""
         if lease is None:
-            if self._holder_duration is None or self._absent_since is None:
-                return 0.0
-            return max(0.0, self._absent_since + self._holder_duration - now)
+            return 0.0
         holder = _holder(lease)
         if not holder or holder == identity:
             return 0.0
         return max(0.0, self._since + self.duration(lease, fallback) - now)
+
+    def quarantine(self, fallback: float) -> float:
+        """How long to hold a Lease we created before starting leader work.
+
+        Its predecessor (deleted, maybe under a live leader; polls cannot prove an absence was
+        continuous) stops by its renew deadline, shorter than its lease duration: ours, or the
+        longest a holder was seen using.
+        """
+        return max(fallback, self._longest_held)
 
 
 _GAUGES: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDictionary()
@@ -244,11 +252,15 @@ class LeaderElection:
         self.leading = threading.Event()
         #: Set when leadership is lost (deadline, holder/UID change, deletion, fatal error).
         self.lost = threading.Event()
+        #: Monotonic time the loss was declared (None while not lost).
+        self.lost_at: float | None = None
         self.acquisitions = 0
         self.renewal_failures = 0
         self._clock: Callable[[], float] = time.monotonic
         self._cond = threading.Condition()
-        self._state = "idle"  # idle -> acquiring -> leading -> lost; any -> stopped
+        # idle -> acquiring -> (holding ->) leading -> lost; holding -> acquiring; any -> stopped
+        self._state = "idle"
+        self._work_from = math.inf  # holding: when a Lease we created may guard leader work
         self._renewed_at = -math.inf
         self._lease: dict[str, Any] | None = None
         self._held = False
@@ -302,18 +314,29 @@ class LeaderElection:
         if self._state == "leading":
             self._state = "lost"
             self._reason = reason
+            self.lost_at = self._clock()
             logger.warning("Lost leadership of Lease %s: %s", self.name, reason)
             self.lost.set()
             self._cond.notify_all()
+        elif self._state == "holding":
+            # No leader work ran yet: compete again.
+            self._state, self._held, self._lease = "acquiring", False, None
+            logger.info("Gave up the new Lease %s: %s", self.name, reason)
+            self._cond.notify_all()
 
     def _check_deadline(self) -> bool:
-        """Mark the loss once the renew deadline passed; True while still leading."""
+        """Mark the loss once the renew deadline passed; True while still holding the Lease."""
         with self._cond:
-            if self._state == "leading" and self._clock() >= self._deadline_locked():
+            if self._state in _HOLDING and self._clock() >= self._deadline_locked():
                 self._lose_locked(
                     f"no successful renewal within the {self.renew_deadline:g} s renew deadline"
                 )
-            return self._state == "leading"
+            if self._state == "holding" and self._clock() >= self._work_from:
+                self._state = "leading"
+                self.leading.set()
+                self._cond.notify_all()
+                logger.info("Leading with Lease %s as %s", self.name, self.identity)
+            return self._state in _HOLDING
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -342,7 +365,7 @@ class LeaderElection:
                     raise self._failure
                 if self._state == "leading":
                     return True
-                if self._state in ("lost", "stopped", "idle"):
+                if self._state not in ("acquiring", "holding"):
                     return False
                 remaining = None if end is None else end - self._clock()
                 if remaining is not None and remaining <= 0:
@@ -389,7 +412,7 @@ class LeaderElection:
             self.start(config)
         outcome = "stopped"
         errors: list[BaseException] = []
-        released = False
+        joined = False
         try:
             if not self._await_leadership(stop):
                 return
@@ -409,9 +432,9 @@ class LeaderElection:
                     f"Leader work for Lease {self.name} did not stop within {join_timeout:g} s; "
                     "the Lease was not released and will expire"
                 )
-            released = True
+            joined = True
         finally:
-            if released or not self.leading.is_set():
+            if joined or not self.leading.is_set():
                 self.stop()
             else:
                 self._stop_without_release()
@@ -425,13 +448,18 @@ class LeaderElection:
     # -- run() helpers -----------------------------------------------------------------------
 
     def _await_leadership(self, stop: threading.Event | None) -> bool:
-        while not (stop is not None and stop.is_set()):
-            if self.wait_leader(_TICK if stop is not None else None):
-                return True
-            with self._cond:
-                if self._state != "acquiring":
+        """True once leading; False if ``stop`` is set or the election ended first."""
+        with self._cond:
+            while True:
+                if self._failure is not None:
+                    raise self._failure
+                if self._state == "leading":
+                    return True
+                if self._state not in ("acquiring", "holding") or (
+                    stop is not None and stop.is_set()
+                ):
                     return False
-        return False
+                self._cond.wait(_TICK if stop is not None else None)
 
     def _work(
         self,
@@ -489,14 +517,16 @@ class LeaderElection:
 
     def _main(self) -> None:
         try:
-            if self._acquire_loop():
+            while self._acquire_loop():
                 self._renew_loop()
+                with self._cond:
+                    if self._state != "acquiring":
+                        break
             self._stop_requested.wait()
         except BaseException as error:
             with self._cond:
                 self._failure = error
-                if self._state == "leading":
-                    self._lose_locked(f"fatal error: {error}")
+                self._lose_locked(f"fatal error: {error}")
                 self._cond.notify_all()
             logger.error("Leader election for Lease %s failed: %s", self.name, error)
             self._stop_requested.wait()
@@ -510,33 +540,35 @@ class LeaderElection:
         while not self._stop_requested.is_set():
             started = self._clock()
             try:
-                lease = self._try_acquire()
+                acquired = self._try_acquire()
             except ClientError as error:
                 if _is_fatal(error):
                     raise
                 logger.info("Lease %s acquire attempt failed: %s", self.name, error)
-                lease = None
-            if lease is not None:
-                return self._become_leader(lease, started)
+                acquired = None
+            if acquired is not None:
+                return self._hold(*acquired, started)
             self._stop_requested.wait(self.retry_period * random.uniform(0.9, 1.1))
         return False
 
-    def _become_leader(self, lease: dict[str, Any], started: float) -> bool:
+    def _hold(self, lease: dict[str, Any], created: bool, started: float) -> bool:
         with self._cond:
             if self._state != "acquiring":
                 return False
             self._lease, self._held = lease, True
             # The attempt's start, not its end: the conservative local deadline.
             self._renewed_at = started
-            self._state = "leading"
+            self._state = "holding"
+            quarantine = self._observer.quarantine(float(self.lease_duration_seconds))
+            self._work_from = self._clock() + quarantine if created else -math.inf
             self.acquisitions += 1
-            self.leading.set()
-            self._cond.notify_all()
-        logger.info("Acquired Lease %s as %s", self.name, self.identity)
+        if created:
+            logger.info("Created Lease %s; leading in %g s", self.name, quarantine)
+        self._check_deadline()
         return True
 
-    def _try_acquire(self) -> dict[str, Any] | None:
-        """One GET and, when allowed, one create or optimistic PUT; the new Lease or None."""
+    def _try_acquire(self) -> tuple[dict[str, Any], bool] | None:
+        """One GET and, when allowed, one create or optimistic PUT: (Lease, created) or None."""
         api = self._api()
         current = api.get(self.http_timeout)
         now = self._clock()
@@ -548,7 +580,7 @@ class LeaderElection:
         try:
             if current is None:
                 namespace = self._namespace()
-                return api.create(
+                created = api.create(
                     {
                         "apiVersion": "coordination.k8s.io/v1",
                         "kind": "Lease",
@@ -563,6 +595,7 @@ class LeaderElection:
                     },
                     self.http_timeout,
                 )
+                return created, True
             body = copy.deepcopy(current)
             spec = _spec(current)
             if _holder(current) != self.identity:
@@ -574,22 +607,27 @@ class LeaderElection:
                 renewTime=stamp,
             )
             body["spec"] = spec
-            return api.replace(body, self.http_timeout)
+            return api.replace(body, self.http_timeout), False
         except (AlreadyExists, Conflict, NotFound) as error:
             logger.debug("Lost the race for Lease %s: %s", self.name, error)
             return None
 
     def _renew_loop(self) -> None:
+        """Renew every retry_period while holding; returns on loss or stop."""
         last_attempt = self._clock()
         while True:
             with self._cond:
-                if self._state != "leading":
+                if self._state not in _HOLDING:
                     return
                 wake = min(last_attempt + self.retry_period, self._deadline_locked())
+                if self._state == "holding":
+                    wake = min(wake, self._work_from)
             if self._stop_requested.wait(max(0.0, wake - self._clock())):
                 return
             if not self._check_deadline():
                 return
+            if self._clock() < last_attempt + self.retry_period:
+                continue  # woke to start leading, not to renew
             last_attempt = self._clock()
             try:
                 self._try_renew(last_attempt)
@@ -604,7 +642,7 @@ class LeaderElection:
         api = self._api()
         for _ in range(2):
             with self._cond:
-                if self._state != "leading":
+                if self._state not in _HOLDING:
                     return
                 timeout = min(self.http_timeout, self._deadline_locked() - self._clock())
                 body = copy.deepcopy(self._lease or {})
@@ -629,7 +667,7 @@ class LeaderElection:
                     return
                 continue
             with self._cond:
-                if self._state == "leading" and started < self._deadline_locked():
+                if self._state in _HOLDING and started < self._deadline_locked():
                     self._lease = renewed
                     self._renewed_at = max(self._renewed_at, started)
                     self._cond.notify_all()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -15,6 +16,8 @@ from cloudcoil_sync.client.errors import (
     Conflict,
     NotFound,
 )
+
+log = logging.getLogger("tests.leader.fakes")
 
 
 class FakeLeaseStore:
@@ -32,6 +35,7 @@ class FakeLeaseStore:
 
     def delete(self) -> None:
         with self.lock:
+            log.debug("store: delete")
             self.lease = None
 
     def put_raw(self, spec: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +69,9 @@ class FakeLeaseAPI:
 
     def get(self, timeout: float) -> dict[str, Any] | None:
         self._enter("get", timeout)
-        return self.store.snapshot()
+        lease = self.store.snapshot()
+        log.debug("get -> %s", lease and (lease["spec"], lease["metadata"]))
+        return lease
 
     def create(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         self._enter("create", timeout)
@@ -77,6 +83,7 @@ class FakeLeaseAPI:
             lease["metadata"]["resourceVersion"] = str(next(self.store._versions))
             self.store.lease = lease
             self.store.writes.append(copy.deepcopy(lease))
+            log.debug("create -> %s", (lease["spec"], lease["metadata"]))
             return copy.deepcopy(lease)
 
     def replace(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -89,12 +96,14 @@ class FakeLeaseAPI:
             if metadata.get("resourceVersion") != current["metadata"]["resourceVersion"] or (
                 metadata.get("uid") not in (None, current["metadata"]["uid"])
             ):
+                log.debug("replace %s -> conflict", body["spec"])
                 raise Conflict(409, "Conflict", "the object has been modified")
             lease = copy.deepcopy(body)
             lease["metadata"]["uid"] = current["metadata"]["uid"]
             lease["metadata"]["resourceVersion"] = str(next(self.store._versions))
             self.store.lease = lease
             self.store.writes.append(copy.deepcopy(lease))
+            log.debug("replace -> %s", (lease["spec"], lease["metadata"]))
             return copy.deepcopy(lease)
 
 

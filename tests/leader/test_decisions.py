@@ -31,10 +31,15 @@ def make(store: FakeLeaseStore, identity: str = "me") -> tuple[LeaderElection, F
 
 
 def lead(election: LeaderElection, clock: FakeClock) -> None:
+    """Take a released Lease (no quarantine)."""
+    store = api(election).store
+    if store.snapshot() is None:
+        store.put_raw({"holderIdentity": "", "leaseDurationSeconds": 1})
     started = clock()
-    lease = election._try_acquire()
-    assert lease is not None
-    assert election._become_leader(lease, started)
+    acquired = election._try_acquire()
+    assert acquired is not None and not acquired[1]
+    assert election._hold(acquired[0], False, started)
+    assert election.is_leader
 
 
 def api(election: LeaderElection) -> FakeLeaseAPI:
@@ -42,18 +47,41 @@ def api(election: LeaderElection) -> FakeLeaseAPI:
     return election._lease_api
 
 
-def test_creates_the_lease_when_absent() -> None:
+def test_creates_the_lease_when_absent_and_leads_after_one_lease_duration() -> None:
     store = FakeLeaseStore()
     election, clock = make(store)
-    lead(election, clock)
+    started = clock()
+    acquired = election._try_acquire()
+    assert acquired is not None and acquired[1]
+    assert election._hold(acquired[0], True, started)
     spec = store.snapshot()["spec"]  # type: ignore[index]
     assert spec["holderIdentity"] == "me"
     assert spec["leaseDurationSeconds"] == 15
     assert spec["leaseTransitions"] == 0
     assert MICRO.fullmatch(spec["acquireTime"]) and MICRO.fullmatch(spec["renewTime"])
-    assert election.is_leader and election.leading.is_set()
-    assert election.deadline == clock() + 10
     assert [verb for verb, _ in api(election).calls] == ["get", "create"]
+    # Held (and renewed) but no leader work yet: the deleted Lease's holder may still work.
+    for _ in range(7):
+        assert not election.is_leader and not election.leading.is_set()
+        clock.advance(2)
+        election._try_renew(clock())
+        assert election._check_deadline()
+    clock.advance(1)
+    assert election._check_deadline()
+    assert election.is_leader and election.leading.is_set()
+    assert election.deadline == clock() - 1 + 10
+
+
+def test_new_lease_given_up_if_lost_before_leading() -> None:
+    store = FakeLeaseStore()
+    election, clock = make(store)
+    acquired = election._try_acquire()
+    assert acquired is not None
+    election._hold(acquired[0], True, clock())
+    store.put_raw({"holderIdentity": "other", "leaseDurationSeconds": 15})
+    election._try_renew(clock())
+    assert election._state == "acquiring" and not election._held
+    assert not election.lost.is_set()
 
 
 def test_takes_a_held_lease_only_after_it_stayed_unchanged_for_its_duration() -> None:
@@ -65,8 +93,10 @@ def test_takes_a_held_lease_only_after_it_stayed_unchanged_for_its_duration() ->
     assert election._try_acquire() is None
     assert [verb for verb, _ in api(election).calls] == ["get", "get"]
     clock.advance(0.1)
-    taken = election._try_acquire()
-    assert taken is not None
+    acquired = election._try_acquire()
+    assert acquired is not None
+    taken, created = acquired
+    assert not created
     assert taken["spec"]["holderIdentity"] == "me"
     assert taken["spec"]["leaseTransitions"] == 5
     assert MICRO.fullmatch(taken["spec"]["acquireTime"])
@@ -206,7 +236,7 @@ def test_release_only_when_still_ours() -> None:
     election._release()
     spec = store.snapshot()["spec"]  # type: ignore[index]
     assert spec["holderIdentity"] == "" and spec["leaseDurationSeconds"] == 1
-    assert spec["leaseTransitions"] == 0
+    assert spec["leaseTransitions"] == 1  # release keeps the count
 
     store = FakeLeaseStore()
     election, clock = make(store)

@@ -62,21 +62,18 @@ def test_released_or_own_record_may_be_taken_at_once() -> None:
     assert observe(observer, lease("me"), 101.0) == 0.0
 
 
-def test_absent_lease_never_seen_held_may_be_created_at_once() -> None:
-    assert observe(LeaseObserver(), None, 100.0) == 0.0
+def test_absent_lease_may_be_created_at_once_then_held_for_a_lease_duration() -> None:
+    observer = LeaseObserver()
+    assert observe(observer, None, 100.0) == 0.0
+    assert observer.quarantine(10.0) == 10.0
 
 
-def test_deleted_lease_seen_held_waits_for_the_holders_duration_from_first_absence() -> None:
+def test_quarantine_covers_the_longest_duration_a_holder_used() -> None:
     observer = LeaseObserver()
-    observe(observer, lease("other", duration=3), 100.0)
-    assert observe(observer, None, 101.0) == 3.0
-    assert observe(observer, None, 103.5) == 0.5
-    assert observe(observer, None, 104.0) == 0.0
-    # a released record before deletion means nobody is working: no wait.
-    observer = LeaseObserver()
-    observe(observer, lease("other"), 100.0)
-    observe(observer, lease(""), 101.0)
+    observe(observer, lease("other", duration=30), 100.0)
+    observe(observer, lease("", duration=1), 101.0)
     assert observe(observer, None, 102.0) == 0.0
+    assert observer.quarantine(10.0) == 30.0
 
 
 def test_invalid_duration_falls_back_to_our_own_setting() -> None:

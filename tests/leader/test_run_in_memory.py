@@ -1,0 +1,192 @@
+"""LeaderElection.run with real threads and time against the in-memory Lease store."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from cloudcoil_sync.client.errors import Forbidden, ServerError
+from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
+
+from .fakes import FakeLeaseAPI, FakeLeaseStore
+from .harness import Recorder, Replica, describe
+
+SHORT = {"lease_duration": 1, "renew_deadline": 0.6, "retry_period": 0.1}
+
+
+def elector(store: FakeLeaseStore, identity: str) -> LeaderElection:
+    election = LeaderElection("lock", namespace="ops", identity=identity, **SHORT)
+    election._lease_api = store.api()
+    return election
+
+
+def fault(election: LeaderElection | None) -> None:
+    assert election is not None and isinstance(election._lease_api, FakeLeaseAPI)
+    election._lease_api.fault = ServerError(503, "ServiceUnavailable", "injected")
+
+
+@pytest.mark.parametrize("replica_count", [2, 3])
+def test_forced_handoffs_never_overlap(replica_count: int) -> None:
+    store = FakeLeaseStore()
+    recorder = Recorder()
+    generation = Counter[int]()
+
+    def make(index: int) -> LeaderElection:
+        generation[index] += 1
+        return elector(store, f"replica-{index}-{generation[index]}")
+
+    replicas = [Replica(index, recorder, make) for index in range(replica_count)]
+    for replica in replicas:
+        replica.start()
+    kinds = ["restart", "restart", "delete", "fault"]
+    faulted = []
+    try:
+        for round_ in range(24):
+            assert recorder.wait_for(lambda: recorder.current() is not None, 10)
+            current = recorder.current()
+            assert current is not None
+            started = recorder.leaders_started()
+            kind = kinds[round_ % len(kinds)]
+            if kind == "restart":
+                replicas[current.replica].restart()
+            elif kind == "delete":
+                store.delete()
+            else:
+                fault(replicas[current.replica].elector)
+                faulted.append(current)
+            if not recorder.wait_new_leader(started, 10) or recorder.violations:
+                pytest.fail(f"after {kind}:\n{describe(replicas)}")
+    finally:
+        for replica in replicas:
+            replica.shutdown()
+    recorder.assert_never_overlapped()
+    assert all(not replica.errors for replica in replicas)
+    assert len({interval.replica for interval in recorder.intervals}) > 1
+    for interval in faulted:
+        # Renewals failed: the work was told to stop at the renew deadline and returned
+        # long before the earliest takeover (deadline + lease - renew deadline).
+        assert interval.deadline_at_end is not None and interval.stop_signalled is not None
+        assert interval.stop_signalled <= interval.deadline_at_end + 0.39
+        assert interval.end < interval.deadline_at_end + 0.4
+
+
+def test_standby_never_runs_work_and_stop_releases_for_a_quick_handoff() -> None:
+    store = FakeLeaseStore()
+    first, second = elector(store, "a"), elector(store, "b")
+    ran: list[str] = []
+    leading = threading.Event()
+
+    def work_of(name: str) -> object:
+        def work(stop: threading.Event) -> None:
+            ran.append(name)
+            leading.set()
+            stop.wait(10)
+
+        return work
+
+    stop_a, stop_b = threading.Event(), threading.Event()
+    thread_a = threading.Thread(target=first.run, args=(work_of("a"),), kwargs={"stop": stop_a})
+    thread_a.start()
+    assert leading.wait(5)
+    thread_b = threading.Thread(target=second.run, args=(work_of("b"),), kwargs={"stop": stop_b})
+    thread_b.start()
+    # b polls every ~0.1 s for 0.5 s: it must stay standby while a renews.
+    assert not second.wait_leader(0.5)
+    assert ran == ["a"] and not second.is_leader
+    leading.clear()
+    handoff = time.monotonic()
+    stop_a.set()
+    assert leading.wait(5)
+    assert time.monotonic() - handoff < 0.6  # released: no need to wait out the lease
+    assert ran == ["a", "b"]
+    stop_b.set()
+    thread_a.join(5)
+    thread_b.join(5)
+    assert store.snapshot()["spec"]["holderIdentity"] == ""  # type: ignore[index]
+
+
+def test_forbidden_is_fatal_for_a_candidate() -> None:
+    store = FakeLeaseStore()
+    election = elector(store, "a")
+    assert isinstance(election._lease_api, FakeLeaseAPI)
+    election._lease_api.fault = Forbidden(403, "Forbidden", "leases is forbidden")
+    with pytest.raises(Forbidden):
+        election.run(lambda stop: pytest.fail("work ran"), stop=threading.Event())
+
+
+def test_forbidden_while_leading_stops_the_work_then_raises() -> None:
+    store = FakeLeaseStore()
+    election = elector(store, "a")
+    stopped = threading.Event()
+
+    def work(stop: threading.Event) -> None:
+        assert isinstance(election._lease_api, FakeLeaseAPI)
+        election._lease_api.fault = Forbidden(403, "Forbidden", "no update")
+        stop.wait(10)
+        stopped.set()
+
+    with pytest.raises(Forbidden):
+        election.run(work)
+    assert stopped.is_set() and election.lost.is_set()
+
+
+def test_loss_joins_the_work_before_releasing_and_raises_leadership_lost() -> None:
+    store = FakeLeaseStore()
+    election = elector(store, "a")
+    order: list[str] = []
+
+    def work(stop: threading.Event) -> None:
+        store.put_raw({"holderIdentity": "thief", "leaseDurationSeconds": 1})
+        stop.wait(10)
+        order.append("work stopped")
+
+    assert isinstance(election._lease_api, FakeLeaseAPI)
+    election._lease_api.before = lambda verb: order.append(verb)
+    with pytest.raises(LeadershipLost, match="thief"):
+        election.run(work)
+    assert order.index("work stopped") < len(order) - 1
+    # After the loss: one GET to check ownership, and no write (the thief keeps it).
+    assert order[order.index("work stopped") + 1 :] == ["get"]
+    assert store.snapshot()["spec"]["holderIdentity"] == "thief"  # type: ignore[index]
+
+
+def test_work_exception_is_raised_after_release() -> None:
+    store = FakeLeaseStore()
+    election = elector(store, "a")
+
+    def work(stop: threading.Event) -> None:
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        election.run(work)
+    assert store.snapshot()["spec"]["holderIdentity"] == ""  # type: ignore[index]
+
+
+def test_work_that_never_stops_keeps_the_lease_unreleased() -> None:
+    store = FakeLeaseStore()
+    election = elector(store, "a")
+    release_work = threading.Event()
+    stop = threading.Event()
+
+    def work(work_stop: threading.Event) -> None:
+        stop.set()
+        release_work.wait(10)
+
+    try:
+        with pytest.raises(RuntimeError, match="did not stop within"):
+            election.run(work, stop=stop, join_timeout=0.3)
+        assert store.snapshot()["spec"]["holderIdentity"] == "a"  # type: ignore[index]
+    finally:
+        release_work.set()
+
+
+def test_runs_once() -> None:
+    election = elector(FakeLeaseStore(), "a")
+    stop = threading.Event()
+    stop.set()
+    election.run(lambda s: None, stop=stop)
+    with pytest.raises(RuntimeError, match="only run once"):
+        election.start()
