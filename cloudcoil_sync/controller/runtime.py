@@ -481,7 +481,7 @@ class ControllerRuntime:
 
     @property
     def status(self) -> ControllerStatus:
-        counts = self.reconciler.counts
+        counts, seconds, _ = self.reconciler.stats()
         return ControllerStatus(
             ready=self.ready,
             queued=self.queue.depth,
@@ -491,7 +491,7 @@ class ControllerRuntime:
             errors=counts["error"],
             terminal_errors=counts["terminal"],
             cancellations=counts["cancelled"],
-            duration_seconds=self.reconciler.duration,
+            duration_seconds=seconds,
         )
 
     def stop(self, *, drain: bool = True, timeout: float | None = None) -> bool:
