@@ -19,10 +19,11 @@ from .faults import Faults
 from .hooks import AdmissionHook
 from .http import Exchange, HTTPServer
 from .rbac import Authorizer
-from .resources import Registry
+from .resources import Registry, ResourceType
 from .rollout import RolloutMode, RolloutSimulator
 from .store import Store
 from .tls import default_ca, server_context
+from .validation import from_storage
 from .watch import WatchRegistry
 
 if TYPE_CHECKING:
@@ -184,14 +185,24 @@ class Emulator:
         )
         return self.objects.create(req)[1]
 
+    def _served(self, group: str, plural: str) -> ResourceType | None:
+        return next(
+            (rt for rt in self.registry.all() if (rt.group, rt.plural) == (group, plural)), None
+        )
+
     def get_object(self, group: str, plural: str, namespace: str, name: str) -> JSON | None:
-        """A copy of a stored object (storage form), or None."""
-        obj = self.store.get((group, plural), namespace, name)
-        return copy.deepcopy(obj) if obj is not None else None
+        """A copy of an object as its API group serves it (``""`` namespace if cluster-scoped)."""
+        rt = self._served(group, plural)
+        obj = self.store.get(rt.key if rt else (group, plural), namespace, name)
+        if obj is None:
+            return None
+        return copy.deepcopy(from_storage(rt, obj) if rt else obj)
 
     def list_objects(self, group: str, plural: str, namespace: str | None = None) -> list[JSON]:
-        entries, _ = self.store.scan((group, plural), namespace)
-        return [copy.deepcopy(e.obj) for e in entries]
+        """Copies of the objects of a kind (all namespaces when ``namespace`` is None)."""
+        rt = self._served(group, plural)
+        entries, _ = self.store.scan(rt.key if rt else (group, plural), namespace)
+        return [copy.deepcopy(from_storage(rt, e.obj) if rt else e.obj) for e in entries]
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
         """Wait until ``predicate()`` holds, re-checking on every store change."""

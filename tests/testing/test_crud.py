@@ -269,3 +269,24 @@ def test_custom_resource_without_status_subresource_bumps_generation_on_status(
     labelled = client.patch(path + "/g", {"metadata": {"labels": {"x": "y"}}}).json()
     assert labelled["metadata"]["generation"] == 2
     assert client.get(path + "/g/status").status_code == 404
+
+
+def test_object_helpers_present_objects_as_their_group_serves_them(client: Client) -> None:
+    emulator: Emulator = client.emulator
+    event = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "h1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "c",
+        "reportingInstance": "i",
+        "action": "A",
+        "reason": "R",
+        "type": "Normal",
+        "note": "n",
+    }
+    client.post("/apis/events.k8s.io/v1/namespaces/default/events", event)
+    [v1] = emulator.list_objects("events.k8s.io", "events", "default")
+    assert (v1["apiVersion"], v1["note"]) == ("events.k8s.io/v1", "n")
+    core = emulator.get_object("", "events", "default", "h1")
+    assert core is not None and core["message"] == "n"
