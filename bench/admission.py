@@ -133,20 +133,26 @@ def run_clients(
     stop_at = time.perf_counter() + seconds
     headers = {"Content-Type": "application/json"}
 
+    errors: list[BaseException] = []
+
     def client(index: int) -> None:
         connection = connect()
-        while time.perf_counter() < stop_at:
-            started = time.perf_counter()
-            connection.request("POST", PATH, body=body, headers=headers)
-            response = connection.getresponse()
-            response.read()
-            if response.status != 200:
-                raise RuntimeError(f"unexpected status {response.status}")
-            latencies[index].append(time.perf_counter() - started)
-            if not reuse:
-                connection.close()
-                connection = connect()
-        connection.close()
+        try:
+            while time.perf_counter() < stop_at:
+                started = time.perf_counter()
+                connection.request("POST", PATH, body=body, headers=headers)
+                response = connection.getresponse()
+                response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"unexpected status {response.status}")
+                latencies[index].append(time.perf_counter() - started)
+                if not reuse:
+                    connection.close()
+                    connection = connect()
+        except Exception as error:  # reported below; a benchmark must not hide failures
+            errors.append(error)
+        finally:
+            connection.close()
 
     started = time.perf_counter()
     workers = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
@@ -155,6 +161,8 @@ def run_clients(
     for worker in workers:
         worker.join()
     elapsed = time.perf_counter() - started
+    if errors:
+        raise RuntimeError(f"{len(errors)} client(s) failed, first: {errors[0]!r}")
     flat = sorted(value for values in latencies for value in values)
     return len(flat), flat, elapsed
 
