@@ -89,7 +89,11 @@ class Request(Generic[T]):
         key: ResourceKey,
         resource: T | None,
         services: PassServices,
+        *,
+        source: bytes | None = None,
     ) -> None:
+        """`source` is the JSON `resource` was parsed from (the untouched original is then
+        parsed from it only if needed); without it the original is a deep copy."""
         self.key = key
         self.report = PassReport()
         self.completed = False
@@ -99,7 +103,10 @@ class Request(Generic[T]):
         self._object = resource
         # What the pass started from: status staged without a returned resource is applied
         # to it, and condition transitions are judged against it.
-        self._original = resource.model_copy(deep=True) if resource is not None else None
+        self._source = source
+        self._original: T | None = None
+        if resource is not None and source is None:
+            self._original = resource.model_copy(deep=True)
         self._scratch: T | None = None
         self._staged = _Staged()
 
@@ -118,6 +125,8 @@ class Request(Generic[T]):
     @property
     def original(self) -> T | None:
         """An untouched copy of the snapshot the pass started from."""
+        if self._original is None and self._source is not None and self._object is not None:
+            self._original = type(self._object).model_validate_json(self._source)
         return self._original
 
     @property
@@ -170,7 +179,8 @@ class Request(Generic[T]):
         set_condition(self._scratch_copy(), condition, value, reason=reason, message=message)
         self._staged.conditions[condition] = _Condition(value, reason, message)
         if event:
-            before = get_condition(self._original, condition) if self._original else None
+            original = self.original
+            before = get_condition(original, condition) if original is not None else None
             if before is None or before.status != value or before.reason != reason:
                 kind: EventType = "Warning" if warning else "Normal"
                 self.record_event(reason, message or reason, type=kind, action=action)
@@ -187,7 +197,7 @@ class Request(Generic[T]):
 
     def _scratch_copy(self) -> T:
         if self._scratch is None:
-            base = self._original if self._original is not None else self._object
+            base = self.original if self.original is not None else self._object
             if base is None:
                 raise RuntimeError("An absent object has no status to set")
             self._scratch = base.model_copy(deep=True)

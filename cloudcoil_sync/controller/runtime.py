@@ -357,7 +357,7 @@ class ControllerRuntime:
     # -- the pass -----------------------------------------------------------------------------
 
     def _handle(self, key: ResourceKey, working: Resource | None) -> object:
-        request: Request[Any] = Request(key, working, self)
+        request: Request[Any] = Request(key, working, self, source=self._source(key, working))
         with self._lock:
             self._passes[key] = request
         with request.running():
@@ -385,6 +385,14 @@ class ControllerRuntime:
         if desired is None and requeue_after is None:
             return None
         return Result(requeue_after=requeue_after, resource=desired)
+
+    def _source(self, key: ResourceKey, working: Resource | None) -> bytes | None:
+        """The cached JSON `working` was parsed from, if the cache still holds that version."""
+        if working is None or not working.resource_version:
+            return None
+        data = self.primary.store.get_json(key.namespace, key.name)
+        marker = f'"resourceVersion":"{working.resource_version}"'.encode()
+        return data if data is not None and marker in data else None
 
     # PassHooks
 
