@@ -194,6 +194,7 @@ class AdmissionWebhook(AdmissionRoutes):
             declared = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
             declared = 0
+        declared = max(declared, 0)
         if declared > self.max_body_bytes:
             return None
         stream = environ["wsgi.input"]
@@ -269,7 +270,7 @@ class AdmissionWebhook(AdmissionRoutes):
             return 504, {"message": "Admission webhook timed out"}
         except AdmissionDenied as denied:
             return denied
-        except Exception:
+        except BaseException:  # even SystemExit from a handler is the handler's defect
             log.exception("Admission handler %s failed", _name(route))
             return 500, {"message": _FAILED}
 

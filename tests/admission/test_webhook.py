@@ -345,6 +345,18 @@ def test_handler_crash_is_500_and_logged(
     assert call(webhook, "/validate/cm", review())[0] == 200
 
 
+def test_handler_exiting_is_500_and_the_pool_survives(
+    webhook: AdmissionWebhook, handlers: Handlers
+) -> None:
+    def leave(request: AdmissionRequest[Any]) -> None:
+        raise SystemExit(3)
+
+    handlers.validate = leave
+    assert call(webhook, "/validate/cm", review())[0] == 500
+    handlers.validate = lambda request: None
+    assert call(webhook, "/validate/cm", review())[0] == 200
+
+
 def test_validator_returning_a_value_is_500(webhook: AdmissionWebhook, handlers: Handlers) -> None:
     handlers.validate = lambda request: request.resource
     assert call(webhook, "/validate/cm", review())[0] == 500
