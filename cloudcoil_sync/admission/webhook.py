@@ -103,7 +103,8 @@ class HandlerPool:
                 self._idle += 1
 
     def close(self, timeout: float = 5.0) -> bool:
-        """Stop the workers (queued work is cancelled); True if all joined within `timeout`."""
+        """Refuse new work, let queued work finish, stop the workers; True if all joined
+        within `timeout` (an abandoned, still-running handler keeps its thread)."""
         with self._lock:
             self._closed = True
             threads = list(self._threads)
