@@ -1,6 +1,7 @@
 """The informer over the real client and HTTP, against the emulator and its faults."""
 
 import queue
+import random
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -248,3 +249,58 @@ def test_stop_closes_the_watch_promptly(
         if kube_emulator.wait_for(lambda: kube_emulator.open_watches == 0, timeout=0.2):
             break
     assert kube_emulator.open_watches == 0
+
+
+def test_cache_and_dispatch_converge_under_repeated_faults(
+    kube_emulator: Emulator, kube_config: Config, started: list[Informer]
+) -> None:
+    rng = random.Random(1234)
+    api = kube_config.client(ConfigMap).raw
+    last: dict[str, tuple[str, str]] = {}  # name -> (last dispatched kind, resourceVersion)
+    guard = threading.Lock()
+
+    def seen(kind: str, obj: dict[str, Any]) -> None:
+        with guard:
+            last[_name(obj)] = (kind, obj["metadata"]["resourceVersion"])
+
+    informer = informer_for(kube_config, started)
+    informer.add_handler(
+        on_add=lambda o: seen("add", o),
+        on_update=lambda old, new: seen("update", new),
+        on_delete=lambda o: seen("delete", o),
+    )
+    informer.start()
+    assert informer.wait_synced(timeout=10)
+    present: set[str] = set()
+    for step in range(240):
+        name = f"obj{rng.randrange(20)}"
+        if name not in present:
+            api.create({"metadata": {"name": name}, "data": {"step": str(step)}})
+            present.add(name)
+        elif rng.random() < 0.3:
+            api.delete(name)
+            present.discard(name)
+        else:
+            api.merge_patch(name, {"data": {"step": str(step)}})
+        if step % 20 == 10:
+            fault = (step // 20) % 3
+            if fault == 2:
+                kube_emulator.forget_history()
+            kube_emulator.drop_watches(abort=fault == 1)
+
+    final = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in api.list().items}
+    assert set(final) == present
+
+    def caught_up() -> bool:
+        cached = {
+            o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in informer.store.list()
+        }
+        with guard:
+            dispatched_alive = {n for n, (kind, _) in last.items() if kind != "delete"}
+        return cached == final and dispatched_alive == set(final)
+
+    assert kube_emulator.wait_for(caught_up, timeout=20)
+    with guard:
+        for name, version in final.items():
+            assert last[name][1] == version  # handlers saw the final state of every object
+    assert informer.error is None
