@@ -447,3 +447,17 @@ def test_closed_connections_free_their_slot_at_once(
     for _ in range(30):  # one connection per request, back to back
         assert get(host, client_context, "/x")[0] == 200
     assert host.front is not None and host.front.rejected == 0
+
+
+def test_head_and_post_on_health_paths(
+    host_factory: Callable[..., WebhookHost], client_context: ssl.SSLContext
+) -> None:
+    host = host_factory(ready=lambda: False)
+    connection = https(host, client_context)
+    connection.request("HEAD", "/healthz")
+    response = connection.getresponse()
+    assert response.status == 200 and response.read() == b""
+    connection.request("POST", "/readyz", body=b"{}")  # any method, as in 0.8
+    response = connection.getresponse()
+    assert (response.status, response.read()) == (503, b"not ready\n")
+    connection.close()
