@@ -1,4 +1,4 @@
-"""One list/watch thread per informer, feeding a store of plain JSON objects.
+"""One list/watch thread per informer, feeding a store of compact JSON (see `store`).
 
 The thread lists (following `continue` pages), then watches from the list's
 resourceVersion with bookmarks, resuming from the last resourceVersion it saw whenever a
