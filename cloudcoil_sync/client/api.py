@@ -76,6 +76,7 @@ class ResourceClient(Generic[T]):
         self._target = target
         self._transport = config.transport
         self._mapping = mapping
+        self._raw: ResourceClient[JSON] | None = None
         model = isinstance(target, type) and hasattr(target, "model_validate") and not raw
         self._model: Any = target if model else None
 
@@ -90,9 +91,13 @@ class ResourceClient(Generic[T]):
     @property
     def raw(self) -> ResourceClient[JSON]:
         """The same client returning plain JSON dicts."""
-        return ResourceClient(
-            self.config, self._target, namespace=self.namespace, raw=True, mapping=self._mapping
-        )
+        if self._model is None:
+            return cast(ResourceClient[JSON], self)
+        if self._raw is None:
+            self._raw = ResourceClient(
+                self.config, self._target, namespace=self.namespace, raw=True, mapping=self._mapping
+            )
+        return self._raw
 
     def _decode(self, body: JSON) -> T:
         if self._model is None:
