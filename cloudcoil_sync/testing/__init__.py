@@ -27,7 +27,9 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   manager stopped applying when nobody else owns them; conflicts are reported like kube's.
 - Garbage collection, namespace finalization and CRD establishment run on one controller thread
   right after the triggering write (kube-controller-manager does it asynchronously, typically
-  within tens of milliseconds). Deleting a CRD deletes its objects.
+  within tens of milliseconds). A CRD's kinds are served as soon as its create returns; the
+  NamesAccepted/Established conditions follow a few milliseconds later. Deleting a CRD deletes
+  its objects.
 - No graceful deletion for pods (deletionGracePeriodSeconds is always 0), no admission plugins
   (LimitRanger, quotas, service account token minting), no aggregated API servers, no
   protobuf, no field selectors beyond equality on simple paths.

@@ -144,6 +144,11 @@ def handle(emu: Emulator, ex: Exchange) -> None:
     url = urlsplit(ex.target)
     query = dict(parse_qsl(url.query, keep_blank_values=True))
     user: User | None = None
+
+    def log(status: int) -> None:  # before the answer leaves, so clients see it logged
+        emu.log_request(LogEntry(ex.method, url.path, query, user.name if user else "", status))
+
+    ex.before_send = log
     try:
         user = emu.authorizer.authenticate(ex.headers.get("Authorization"))
         error, delay = emu.faults.take(ex.method, url.path)
@@ -164,7 +169,8 @@ def handle(emu: Emulator, ex: Exchange) -> None:
         traceback.print_exc()
         _respond_error(ex, st.ApiError(500, "InternalError", "internal error in the emulator", {}))
     finally:
-        emu.log_request(LogEntry(ex.method, url.path, query, user.name if user else "", ex.status))
+        if not ex.status:  # nothing was sent (the connection failed first)
+            log(0)
 
 
 def _respond_error(ex: Exchange, err: st.ApiError) -> None:

@@ -103,6 +103,11 @@ class Controllers:
             if ev.key == NS_KEY:
                 self._queue.put(("namespace", meta["name"]))
         if ev.key == CRD_KEY:
+            if ev.type == "ADDED":
+                # Served as soon as the create returns (kube: a few ms later), so clients that
+                # skip waiting for Established do not race; the conditions follow.
+                for rt in crd_types(ev.obj):
+                    self.registry.add(rt)
             self._queue.put(("establish" if ev.type == "ADDED" else "crd_changed", meta["name"]))
 
     # -- work ------------------------------------------------------------------------------

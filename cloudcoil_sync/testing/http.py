@@ -59,6 +59,7 @@ class Exchange:
         self._rfile = rfile
         self._send = send
         self._sock: socket.socket | None = None
+        self.before_send: Callable[[int], None] = lambda status: None
         self._body_read = False
 
     def body(self) -> bytes:
@@ -91,6 +92,7 @@ class Exchange:
         headers: dict[str, str] | None = None,
     ) -> None:
         self.status = status
+        self.before_send(status)
         lines = [
             f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
             f"Content-Type: {content_type}",
@@ -106,6 +108,7 @@ class Exchange:
     def start_stream(self, content_type: str = "application/json") -> Callable[[bytes], None]:
         """Send 200 headers for a chunked stream; returns the chunk writer."""
         self.status = 200
+        self.before_send(200)
         self.streaming = True
         self._send(
             (
