@@ -218,8 +218,15 @@ class Informer:
     # -- the thread ------------------------------------------------------------------------
 
     def _raise_failure(self) -> None:
-        if self._error is not None:
-            raise InformerFailed(f"Informer {self.name} failed: {self._error}") from self._error
+        error = self._error
+        if error is None:
+            return
+        hint = ""
+        if isinstance(error, APIError) and error.status_code == 404:
+            hint = " (the API server does not serve this resource: is its CRD installed?)"
+        elif isinstance(error, APIError) and error.status_code == 403:
+            hint = " (RBAC denies list/watch: check the operator's Role or ClusterRole)"
+        raise InformerFailed(f"Informer {self.name} failed: {error}{hint}") from error
 
     def _run(self) -> None:
         try:

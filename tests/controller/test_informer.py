@@ -268,7 +268,9 @@ def test_watch_timeout_never_exceeds_the_time_to_resync(source: FakeSource) -> N
         assert informer.stop(timeout=5)
 
 
-@pytest.mark.parametrize(("code", "reason"), [(403, "Forbidden"), (401, "Unauthorized")])
+@pytest.mark.parametrize(
+    ("code", "reason"), [(403, "Forbidden"), (401, "Unauthorized"), (404, "NotFound")]
+)
 def test_fatal_list_errors_surface_to_the_owner(
     source: FakeSource, informers: list[Informer], code: int, reason: str
 ) -> None:

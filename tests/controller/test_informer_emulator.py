@@ -201,7 +201,7 @@ def test_403_on_list_is_fatal(
     failures: list[BaseException] = []
     informer = informer_for(config, started, on_failure=failures.append)
     informer.start()
-    with pytest.raises(InformerFailed, match="403 Forbidden"):
+    with pytest.raises(InformerFailed, match=r"403 Forbidden.*check the operator's Role"):
         informer.wait_synced(timeout=10)
     assert informer.wait_finished(timeout=5)
     assert len(failures) == 1
