@@ -188,7 +188,7 @@ CASES: dict[str, Case] = {
     "27": Case(setup=_sa, token="sa"),
     "28": Case(setup=_sa, token="sa"),
     "29": Case(token="garbage-not-a-token"),
-    "30": Case(setup=_list_rv, query={"timeoutSeconds": "2"}, concurrently=_watch_changes),
+    "30": Case(setup=_list_rv, query={"timeoutSeconds": "3"}, concurrently=_watch_changes),
     "31": Case(setup=_forget),
     "34": Case(setup=_established),
     "41": Case(setup=_final),
@@ -196,14 +196,14 @@ CASES: dict[str, Case] = {
     "59": Case(setup=_parent),
     "61": Case(setup=_child_gone),
     "62": Case(setup=_parent_fg),
-    "63": Case(setup=_now_rv, query={"timeoutSeconds": "2"}),
+    "63": Case(setup=_now_rv, query={"timeoutSeconds": "3"}),
 }
 
 
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
     ca = tmp_path_factory.mktemp("replay") / "ca.crt"
-    with Emulator(bookmark_interval=1.2) as emulator:
+    with Emulator(bookmark_interval=2.0) as emulator:
         ca.write_bytes(emulator.ca_pem)
         client = Client(emulator, ca)
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
