@@ -455,7 +455,8 @@ class ControllerRuntime:
     def wait_synced(self, timeout: float | None = None) -> None:
         """Block until every informer listed (default `sync_timeout`), then start workers.
 
-        Raises `SyncTimeout`, `InformerFailed` or the fatal error.
+        Raises `SyncTimeout`, `InformerFailed` or the fatal error; returns without starting
+        workers if `stop()` was called meanwhile.
         """
         if not self._started:
             raise RuntimeError("start() the controller before waiting for it")
@@ -465,6 +466,8 @@ class ControllerRuntime:
             if not informer.wait_synced(max(0.0, give_up - time.monotonic())):
                 if self._fatal is not None:
                     raise self._fatal
+                if self._stopping:
+                    return  # stopped while waiting: nothing to start
                 raise SyncTimeout(
                     f"Controller {self.name}: informer {informer.name} did not sync within "
                     f"{limit:g}s (sync_timeout)"

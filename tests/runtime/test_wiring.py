@@ -1,0 +1,140 @@
+"""Informer sharing, mapped watches, cached reads, external triggers and fatal errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Secret
+
+from cloudcoil_sync.client import Config
+from cloudcoil_sync.controller import Controller, ResourceKey
+from cloudcoil_sync.controller.context import Context
+from cloudcoil_sync.controller.informer import InformerFailed
+from cloudcoil_sync.controller.runtime import SyncTimeout
+from cloudcoil_sync.testing import Emulator
+
+from .conftest import Calls, Harness, Widget, create_widget
+
+
+def counting(calls: Calls, label: str, **options: object) -> Controller[ConfigMap]:
+    controller: Controller[ConfigMap] = Controller(ConfigMap, **options)  # type: ignore[arg-type]
+
+    @controller.reconcile()
+    def count(cm: ConfigMap) -> None:
+        calls.hit(f"{label}:{cm.name}")
+
+    return controller
+
+
+def test_controllers_share_informers_of_the_same_view(
+    kube_config: Config, harness: Harness
+) -> None:
+    calls = Calls()
+    first = harness.runtime(counting(calls, "first", events=False), name="first")
+    second = harness.runtime(counting(calls, "second", events=False), name="second")
+    labelled = harness.runtime(
+        counting(calls, "labelled", events=False, label_selector="team=a"), name="labelled"
+    )
+    assert len(harness.pool) == 2  # (configmaps, default) and (configmaps, default, team=a)
+    for runtime in (first, second, labelled):
+        runtime.start()
+    for runtime in (first, second, labelled):
+        runtime.wait_synced(timeout=10)
+    api = kube_config.client(ConfigMap).raw
+    api.create({"metadata": {"name": "x"}})
+    api.create({"metadata": {"name": "y", "labels": {"team": "a"}}})
+    assert calls.reached("first:x") and calls.reached("second:x") and calls.reached("second:y")
+    assert calls.reached("labelled:y")
+    for runtime in (first, second, labelled):
+        assert runtime.queue.join(10)
+    assert calls["labelled:x"] == 0
+
+
+def test_mapped_watches_and_cached_reads(
+    kube_emulator: Emulator, widgets: Config, harness: Harness
+) -> None:
+    calls = Calls()
+    seen: dict[str, list[str]] = {}
+    controller: Controller[Widget] = Controller(Widget)
+
+    @controller.watch(ConfigMap)
+    def by_label(cm: ConfigMap) -> Iterable[ResourceKey]:
+        name = ((cm.metadata and cm.metadata.labels) or {}).get("widget")
+        if name and controller.cached(Widget).get(name, namespace="default") is not None:
+            yield ResourceKey(name, "default")
+
+    @controller.reconcile()
+    def reconcile(w: Widget, ctx: Context[Widget]) -> None:
+        configs = ctx.cached(ConfigMap).list(label_selector=f"widget={w.name}")
+        seen[w.name or ""] = sorted(c.name or "" for c in configs)
+        calls.hit(w.name or "")
+        with pytest.raises(ValueError, match="Secret is not watched by this controller"):
+            ctx.cached(Secret)
+        live = ctx.get(Widget, w.name or "")
+        assert live.metadata is not None and w.metadata is not None
+        assert live.metadata.uid == w.metadata.uid
+
+    runtime = harness.run(controller, name="mapped")
+    create_widget(widgets, "w1")
+    assert calls.reached("w1")
+    api = widgets.client(ConfigMap).raw
+    api.create({"metadata": {"name": "c1", "labels": {"widget": "w1"}}})
+    assert calls.wait(lambda: seen.get("w1") == ["c1"])
+    api.create({"metadata": {"name": "c2", "labels": {"widget": "w1"}}})
+    assert calls.wait(lambda: seen.get("w1") == ["c1", "c2"])
+    api.create({"metadata": {"name": "c3", "labels": {"widget": "nobody"}}})
+    runtime.enqueue(ResourceKey("w1", "default"))  # external trigger
+    controller.enqueue(ResourceKey("w1", "default"))
+    assert runtime.queue.join(10)
+    assert seen["w1"] == ["c1", "c2"]
+    assert harness.fatal == []
+
+
+def test_a_failing_mapper_is_fatal_for_the_controller(
+    kube_config: Config, harness: Harness
+) -> None:
+    controller: Controller[ConfigMap] = Controller(ConfigMap)
+
+    @controller.watch(Secret)
+    def broken(secret: Secret) -> Iterable[ResourceKey]:
+        raise LookupError(f"cannot map {secret.name}")
+
+    @controller.reconcile()
+    def reconcile(cm: ConfigMap) -> None:
+        pass
+
+    runtime = harness.run(controller, name="fatal")
+    kube_config.client(Secret).raw.create({"metadata": {"name": "s"}})
+    calls = Calls()
+    assert calls.wait(lambda: runtime.fatal_error is not None)
+    assert isinstance(runtime.fatal_error, LookupError)
+    assert harness.fatal == [runtime.fatal_error]
+    assert not runtime.ready
+    assert not runtime.status.ready
+
+
+def test_informer_failures_and_sync_timeouts_surface_from_wait_synced(
+    kube_emulator: Emulator, kube_config: Config, harness: Harness
+) -> None:
+    kube_emulator.faults.inject(403, count=1, method="GET", path="/configmaps$")
+    denied = harness.runtime(counting(Calls(), "denied"), name="denied")
+    denied.start()
+    with pytest.raises(InformerFailed):
+        denied.wait_synced(timeout=10)
+    assert denied.fatal_error is not None and not denied.ready
+    assert harness.fatal and "403" in str(harness.fatal[0])
+
+    kube_emulator.faults.add_latency(0.5, method="GET", path="/secrets$")
+    slow: Controller[Secret] = Controller(Secret, sync_timeout=0.1)
+
+    @slow.reconcile()
+    def reconcile(secret: Secret) -> None:
+        pass
+
+    runtime = harness.runtime(slow, name="slow")
+    runtime.start()
+    with pytest.raises(SyncTimeout, match=r"did not sync within 0\.1s"):
+        runtime.wait_synced()
+    assert not runtime.ready
+    kube_emulator.faults.clear()
