@@ -1,8 +1,10 @@
 """Controllers: definitions (`Controller`, stages, cases) and the threaded runtime."""
 
+from cloudcoil_sync.controller.context import Context, Request
 from cloudcoil_sync.controller.definition import Controller
 from cloudcoil_sync.controller.events import EventRecorder
 from cloudcoil_sync.controller.metrics import ControllerStatus
+from cloudcoil_sync.controller.mutations import ensure_finalizer, mutate, remove_finalizer
 from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
 from cloudcoil_sync.controller.stages import Cases, Stage, Stages, StageScope
 from cloudcoil_sync.controller.status import (
@@ -15,11 +17,13 @@ from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, 
 
 __all__ = [
     "Cases",
+    "Context",
     "Controller",
     "ControllerStatus",
     "EventRecorder",
     "QueueClosed",
     "ReconcileStatus",
+    "Request",
     "ResourceKey",
     "Result",
     "Stage",
@@ -28,7 +32,10 @@ __all__ = [
     "TerminalError",
     "Wait",
     "WorkQueue",
+    "ensure_finalizer",
     "get_condition",
+    "mutate",
+    "remove_finalizer",
     "set_condition",
     "update_status",
 ]
