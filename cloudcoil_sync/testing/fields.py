@@ -82,13 +82,13 @@ def _key_token(element: Any, keys: tuple[str, ...]) -> str:
     return "v:" + json.dumps(element, separators=(",", ":"))
 
 
-def _walk(node: Any, name: str, path: Path, out: dict[Path, Any], custom: bool, top: bool) -> None:
+def _walk(node: Any, name: str, path: Path, out: dict[Path, Any], custom: bool) -> None:
     """Record ``path → value`` for leaves and ``path+(".",) → True`` for owned containers."""
     if isinstance(node, dict) and node and name not in ATOMIC_STRUCTS:
         if custom or name in NULLABLE:
             out[(*path, ".")] = True
         for key, child in node.items():
-            _walk(child, key, (*path, "f:" + key), out, custom, False)
+            _walk(child, key, (*path, "f:" + key), out, custom)
         return
     if isinstance(node, list) and node and (name in KEYED_LISTS or name in SET_LISTS):
         if custom or name in NULLABLE:
@@ -99,7 +99,7 @@ def _walk(node: Any, name: str, path: Path, out: dict[Path, Any], custom: bool, 
             if isinstance(element, dict) and name not in ATOMIC_ELEMENTS and keys:
                 out[(*epath, ".")] = True
                 for key, child in element.items():
-                    _walk(child, key, (*epath, "f:" + key), out, custom, False)
+                    _walk(child, key, (*epath, "f:" + key), out, custom)
             else:
                 out[epath] = element
         return
@@ -116,9 +116,9 @@ def fields_of(obj: JSON, custom: bool, part: str | None = None) -> dict[Path, An
         if key == "metadata":
             for mkey, mval in (value or {}).items():
                 if mkey not in IGNORED_META:
-                    _walk(mval, mkey, ("f:metadata", "f:" + mkey), out, custom, False)
+                    _walk(mval, mkey, ("f:metadata", "f:" + mkey), out, custom)
             continue
-        _walk(value, key, ("f:" + key,), out, custom, True)
+        _walk(value, key, ("f:" + key,), out, custom)
     return out
 
 
