@@ -44,8 +44,8 @@ class Recorder:
                     f"replica {replica} ({elector.identity}, {elector._state}, renewed at "
                     f"{elector._renewed_at:.3f}) started at {now:.3f} while {self.active} ran"
                 )
-            if not elector.is_leader:
-                self.violations.append(f"replica {replica} started work while not leader")
+            if not elector.leading.is_set():
+                self.violations.append(f"replica {replica} started work as a standby")
             interval = Interval(replica, elector.identity, now)
             self.intervals.append(interval)
             self.active.append(interval)
