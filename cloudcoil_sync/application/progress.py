@@ -54,9 +54,11 @@ class InstallError(RuntimeError):
         self.done = list(done)
         self.pending = list(pending)
         tail = []
-        if verb:
+        if verb and not self.done:
+            tail.append(f"nothing {verb}")
+        elif verb:
             tail.append(f"{verb} {len(self.done)} of {len(self.done) + len(self.pending)}")
-        if self.pending:
+        if self.pending and self.done:
             tail.append(f"pending: {_names(self.pending)}")
         super().__init__(cause + (f" ({'; '.join(tail)})" if tail else ""))
 

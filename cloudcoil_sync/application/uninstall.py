@@ -148,9 +148,7 @@ class _Remover:
             if current is None:
                 self.progress.line(f"absent {what}")
                 return Removed(what, "absent")
-            managers = sorted(
-                {str(m.get("manager")) for m in current["metadata"].get("managedFields") or []}
-            )
+            managers = _managers(current)
             if self.manager not in managers:
                 detail = f"not installed by {self.manager}; managed by {', '.join(managers)}"
                 self.progress.line(f"left {what} alone: {detail}")
@@ -208,6 +206,12 @@ class _Remover:
             self.progress.line(f"uninstall: nothing to remove ({', '.join(parts)})")
         else:
             self.progress.line(f"uninstalled in {seconds:.1f} s: {', '.join(parts)}")
+
+
+def _managers(obj: JSON) -> list[str]:
+    """Field managers of the object itself (status writers such as controllers excluded)."""
+    entries = obj["metadata"].get("managedFields") or []
+    return sorted({str(m.get("manager")) for m in entries if not m.get("subresource")})
 
 
 def _get(client: Any, name: str, namespace: str | None) -> JSON | None:

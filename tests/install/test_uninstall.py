@@ -1,0 +1,141 @@
+"""``uninstall`` against the emulator: order, waits, foreign objects, CRDs, dry run, timeout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cloudcoil_sync.application import Application
+from cloudcoil_sync.application.install import install
+from cloudcoil_sync.application.progress import InstallTimeout
+from cloudcoil_sync.application.uninstall import uninstall
+from cloudcoil_sync.client import Config
+from cloudcoil_sync.testing import Emulator
+
+from .apps import NAMESPACE, gadgets
+from .conftest import ROLLOUTS, Lines
+from .test_install import CRD, HOOKS, stored
+from .test_rollout import DEPLOYMENT
+
+pytestmark = ROLLOUTS
+
+REMOVAL_ORDER = [
+    f"mutatingwebhookconfigurations/{HOOKS}",
+    f"validatingwebhookconfigurations/{HOOKS}",
+    "deployments/gadgets",
+    "services/gadgets",
+    "rolebindings/gadgets.operators",
+    "roles/gadgets.operators",
+    "serviceaccounts/gadgets",
+]
+
+
+def requests(kube: Emulator) -> list[tuple[str, str, int]]:
+    return [(e.method, "/".join(e.path.split("/")[-2:]), e.status) for e in kube.request_log]
+
+
+def test_uninstall_removes_in_order_waiting_for_each_and_keeps_crds(
+    kube: Emulator, config: Config, app: Application, lines: Lines, progress: Any
+) -> None:
+    install(app, image="gadgets:v1", config=config, progress=progress)
+    kube.clear_log()
+    lines.lines.clear()
+    results = uninstall(app, config=config, progress=progress)
+
+    log = requests(kube)
+    deletes = [path for method, path, _ in log if method == "DELETE"]
+    assert deletes == REMOVAL_ORDER
+    for path in REMOVAL_ORDER[:-1]:  # each is gone (GET 404) before the next DELETE
+        after = log[log.index(("DELETE", path, 200)) + 1 :]
+        next_delete = next(i for i, (m, _, _) in enumerate(after) if m == "DELETE")
+        assert ("GET", path, 404) in after[:next_delete]
+    deployment = next(
+        e for e in kube.request_log if e.method == "DELETE" and "deployments" in e.path
+    )
+    assert deployment.status == 200
+    objects = stored(kube)
+    assert objects.pop("crd") is not None
+    assert all(obj is None for obj in objects.values())
+    assert [r.action for r in results] == ["deleted"] * 7 + ["kept"]
+    assert f"kept CustomResourceDefinition {CRD}: CRDs are deleted only with --include-crds" in (
+        lines.lines
+    )
+    assert lines.lines[-1].startswith("uninstalled in ")
+
+    kube.clear_log()
+    again = uninstall(app, config=config, progress=progress)
+    assert [r.action for r in again] == ["absent"] * 7 + ["kept"]
+    assert [m for m, _, _ in requests(kube)] == ["GET"] * 7
+    assert lines.lines[-1].startswith("uninstall: nothing to remove")
+
+
+def test_include_crds_deletes_the_crds_last(
+    kube: Emulator, config: Config, app: Application, progress: Any
+) -> None:
+    install(app, image="gadgets:v1", config=config, progress=progress)
+    kube.clear_log()
+    uninstall(app, include_crds=True, config=config, progress=progress)
+    deletes = [path for method, path, _ in requests(kube) if method == "DELETE"]
+    assert deletes == [*REMOVAL_ORDER, f"customresourcedefinitions/{CRD}"]
+    assert all(obj is None for obj in stored(kube).values())
+
+
+def test_objects_of_other_managers_are_left_alone_and_reported(
+    kube: Emulator, config: Config, progress: Any
+) -> None:
+    app = gadgets(None)
+    install(app, config=config, progress=progress)  # CRDs and RBAC only
+    with kube.config(namespace=NAMESPACE) as other:  # someone else's, with the operator's name
+        other.client(("apps", "v1", "deployments")).apply(
+            {**DEPLOYMENT, "metadata": {"name": "gadgets", "namespace": NAMESPACE}},
+            field_manager="helm",
+        )
+    results = {r.object: r for r in uninstall(app, config=config, progress=progress)}
+    left = results["Deployment operators/gadgets"]
+    assert left.action == "left"
+    assert left.detail == "not installed by cloudcoil-gadgets; managed by helm"
+    assert left.dry_run_line() == (
+        "would leave Deployment operators/gadgets (not installed by cloudcoil-gadgets; "
+        "managed by helm)"
+    )
+    assert results["ServiceAccount operators/gadgets"].action == "deleted"
+    assert kube.get_object("apps", "deployments", NAMESPACE, "gadgets") is not None
+    assert kube.get_object("", "serviceaccounts", NAMESPACE, "gadgets") is None
+
+
+def test_dry_run_deletes_nothing(
+    kube: Emulator, config: Config, app: Application, progress: Any
+) -> None:
+    install(app, image="gadgets:v1", config=config, progress=progress)
+    before = kube.store.resource_version
+    results = uninstall(app, include_crds=True, dry_run=True, config=config, progress=progress)
+    assert [r.dry_run_line() for r in results][:3] == [
+        f"would delete MutatingWebhookConfiguration {HOOKS}",
+        f"would delete ValidatingWebhookConfiguration {HOOKS}",
+        "would delete Deployment operators/gadgets",
+    ]
+    assert kube.store.resource_version == before
+    assert all(obj is not None for obj in stored(kube).values())
+    deletes = [e for e in kube.request_log if e.method == "DELETE"]
+    assert len(deletes) == 8
+
+
+def test_timeout_names_the_object_still_terminating(
+    kube: Emulator, config: Config, app: Application, progress: Any
+) -> None:
+    install(app, image="gadgets:v1", config=config, progress=progress)
+    config.client(("apps", "v1", "deployments")).merge_patch(
+        "gadgets", {"metadata": {"finalizers": ["example.com/hold"]}}, field_manager="holder"
+    )
+    with pytest.raises(InstallTimeout) as info:
+        uninstall(app, timeout=0.5, config=config, progress=progress)
+    message = str(info.value)
+    assert message.startswith(
+        "timed out after 0.5 s waiting for Deployment operators/gadgets to be gone "
+        "(terminating (finalizers: example.com/hold"
+    ), message
+    assert "removed 2 of 8" in message and "pending: Deployment operators/gadgets, Service" in (
+        message
+    )
+    assert kube.get_object("", "services", NAMESPACE, "gadgets") is not None
