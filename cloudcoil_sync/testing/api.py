@@ -97,7 +97,12 @@ def _verb(method: str, route: Route, query: dict[str, str]) -> str:
 
 def _discovery(emu: Emulator, ex: Exchange, parts: list[str]) -> bool:
     accept = ex.headers.get("Accept", "")
-    aggregated = "apidiscovery.k8s.io" in accept and "v=v2" in accept
+    aggregated = any(
+        "g=apidiscovery.k8s.io" in part
+        and "v=v2;" in part + ";"
+        and "as=APIGroupDiscoveryList" in part
+        for part in accept.replace(" ", "").split(",")
+    )
     body: JSON | None = None
     ctype = "application/json"
     path = "/".join(parts)
