@@ -181,3 +181,36 @@ def test_prune_preconditions_spare_a_child_changed_since_it_was_cached(
     store.put(api.get("w4-old"))  # the cache caught up: now it goes
     assert prune_children(request, (ConfigMap,)) == 1
     assert children_of(kube_emulator, "w4") == {}
+
+
+def test_cluster_scoped_parent_owns_children_across_namespaces(
+    kube_emulator: Emulator, kube_config: Config, harness: Harness
+) -> None:
+    from cloudcoil.models.kubernetes.core.v1 import Namespace
+
+    calls = Calls()
+    controller: Controller[Namespace] = Controller(Namespace, label_selector="team")
+    controller.owns(ConfigMap)
+
+    @controller.reconcile()
+    def settings(ns: Namespace, ctx: Context[Namespace]) -> None:
+        calls.hit(ns.name or "")
+        ctx.ensure(ConfigMap(metadata=ObjectMeta(name="settings", namespace=ns.name)))
+
+    runtime = harness.run(controller, name="namespaces")
+    kube_config.client(Namespace).raw.create(
+        {"metadata": {"name": "team-a", "labels": {"team": "a"}}}
+    )
+
+    def child() -> dict[str, Any]:
+        return kube_emulator.get_object("", "configmaps", "team-a", "settings") or {}
+
+    assert kube_emulator.wait_for(lambda: bool(child()), timeout=10)
+    assert child()["metadata"]["ownerReferences"][0]["kind"] == "Namespace"
+    first_uid = child()["metadata"]["uid"]
+    kube_config.client(ConfigMap).raw.delete("settings", namespace="team-a")
+    assert kube_emulator.wait_for(
+        lambda: child().get("metadata", {}).get("uid") not in (None, first_uid), timeout=10
+    )
+    assert runtime.queue.join(10)
+    assert calls["team-a"] >= 2
