@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from cloudcoil_sync.application.cli import build_cli
 from cloudcoil_sync.testing import Emulator
 
-from .apps import NAMESPACE, gadgets
+from .apps import gadgets
 from .conftest import ROLLOUTS, write_kubeconfig
 from .test_install import CRD, HOOKS, stored, take_replicas
 
