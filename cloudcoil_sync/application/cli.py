@@ -14,6 +14,7 @@ invalid operator definition and for runtime failures.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import os
@@ -289,4 +290,7 @@ def build_cli(app: Any) -> OperatorGroup:
 
 def main(app: Any, argv: Sequence[str] | None = None) -> None:
     """Parse ``argv`` (default ``sys.argv[1:]``) and run the command; exits non-zero on error."""
+    # Models and definitions imported so far live as long as the process: move them out of
+    # the collector's sight, so later collections (and the one at exit) do not rescan them.
+    gc.freeze()
     build_cli(app).main(args=None if argv is None else list(argv))

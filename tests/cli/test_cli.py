@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gc
 import os
 import subprocess
 import sys
@@ -188,9 +189,13 @@ def test_placeholders_accept_their_documented_flags() -> None:
 
 
 def test_main_returns_after_success_and_exits_nonzero_on_error(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    frozen: list[bool] = []
+    # main() freezes the start-up heap; do not freeze the test session's.
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
     main(settings, ["manifests"])  # returns normally (no SystemExit) on success
+    assert frozen == [True]
     assert "kind: Role" in capsys.readouterr().out
     with pytest.raises(SystemExit) as info:
         settings.main(["manifests", "--replicas", "0"])
