@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import uuid
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from .listing import list_body
 from .managed import Writer, apply_patch, record_update
 from .patch import json_patch, merge_patch
 from .request import Req, now_iso
+from .resources import ResourceType
 from .store import Store
 from .validation import (
     apply_defaults,
@@ -175,6 +177,7 @@ class Objects:
         meta["resourceVersion"] = old_meta["resourceVersion"]
         apply_defaults(rt, new, creating=False)
         validate(rt, new, rt.group)
+        _check_finalizers(rt, old_meta, meta)
         if rt.has_generation:
             generation = int(old_meta.get("generation", 1))
             if _spec_part(new, split) != _spec_part(view_old, split):
@@ -306,6 +309,25 @@ class Objects:
 
     def delete_collection(self, req: Req) -> JSON:
         return delete_collection(self.store, req)
+
+
+def _check_finalizers(rt: ResourceType, old_meta: JSON, meta: JSON) -> None:
+    """No finalizer may be added once deletion started (kube-apiserver's ObjectMeta rule)."""
+    if not old_meta.get("deletionTimestamp"):
+        return
+    before = old_meta.get("finalizers") or []
+    added = [f for f in meta.get("finalizers") or [] if f not in before]
+    if added:
+        found = ", ".join(json.dumps(f) for f in added)
+        message = (
+            "Forbidden: no new finalizers can be added if the object is being deleted, "
+            f"found new finalizers []string{{{found}}}"
+        )
+        group = "" if rt.kind == "Event" else rt.group
+        name = meta.get("name", "")
+        raise st.invalid(
+            rt.kind, group, name, [("FieldValueForbidden", "metadata.finalizers", message)]
+        )
 
 
 def _untyped(obj: JSON) -> JSON:

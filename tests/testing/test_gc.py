@@ -163,3 +163,16 @@ def test_crd_versions_added_later_are_served(client: Client) -> None:
 def test_namespaced_kind_needs_a_namespace_to_write(client: Client) -> None:
     assert client.post("/api/v1/configmaps", configmap("nowhere")).status_code == 404
     assert client.get("/api/v1/configmaps").status_code == 200
+
+
+def test_no_finalizer_can_be_added_during_deletion(client: Client) -> None:
+    body = configmap("closing")
+    body["metadata"]["finalizers"] = ["a/b"]
+    client.post(CM, body)
+    client.delete(CM + "/closing")
+    refused = client.patch(CM + "/closing", {"metadata": {"finalizers": ["a/b", "c/d"]}})
+    assert refused.status_code == 422
+    assert refused.json()["message"] == (
+        'ConfigMap "closing" is invalid: metadata.finalizers: Forbidden: no new finalizers can '
+        'be added if the object is being deleted, found new finalizers []string{"c/d"}'
+    )
