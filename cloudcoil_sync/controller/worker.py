@@ -389,7 +389,10 @@ class WorkerPool:
             while True:
                 with self._lock:
                     if me in self._retired:
-                        return
+                        # Back from a stuck pass: leave if a replacement took over.
+                        if len(self._threads - self._retired) >= self._workers:
+                            return
+                        self._retired.discard(me)
                 try:
                     key = self._queue.get()
                 except QueueClosed:
@@ -434,7 +437,15 @@ class WorkerPool:
                     if due <= now:
                         deadline.expired.set()
                         self._retired.add(thread)
-                        self._spawn()  # keep the pool's capacity while the pass is stuck
+                        # Keep the pool's capacity while the pass is stuck, within a bound:
+                        # at most as many stuck threads as workers.
+                        if len(self._threads) < 2 * self._workers:
+                            self._spawn()
+                        else:
+                            logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
+                                "%d reconcile passes are stuck; not adding more threads",
+                                len(self._retired & self._threads),
+                            )
                     elif next_check is None or due < next_check:
                         next_check = due
                 self._lock.wait(None if next_check is None else next_check - now)

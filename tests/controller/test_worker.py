@@ -525,3 +525,24 @@ def test_a_snapshot_older_than_our_write_is_not_reconciled_again(
     )
     outcome = reconciler.process(key)
     assert outcome.result == "error" and "422" in str(outcome.error)
+
+
+def test_stuck_threads_are_bounded(kube_config: Config, loops: list[Loop]) -> None:
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def stuck(key: ResourceKey, cm: ConfigMap | None) -> None:
+        if loop.calls[key.name] == 1:
+            entered.release()
+            assert release.wait(timeout=10)
+
+    loop = run(loops, kube_config, ConfigMap, stuck, workers=1, reconcile_timeout=0.05)
+    api = kube_config.client(ConfigMap).raw
+    for name in ("s1", "s2", "s3"):
+        api.create({"metadata": {"name": name}})
+    assert entered.acquire(timeout=10) and entered.acquire(timeout=10)
+    # One worker: its replacement got stuck too, and no third thread was added.
+    assert not entered.acquire(timeout=0.3)
+    assert loop.pool.timed_out == 2
+    release.set()
+    assert loop.called("s3", 1)
