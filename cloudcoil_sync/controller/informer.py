@@ -169,6 +169,8 @@ class Informer:
         thread = self._thread
         if thread is None:
             return True
+        if thread is threading.current_thread():
+            return False  # called from a handler or on_failure: the loop ends on its own
         thread.join(timeout)
         return not thread.is_alive()
 

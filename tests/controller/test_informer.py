@@ -362,3 +362,14 @@ def test_indexers_follow_changes(source: FakeSource, informers: list[Informer]) 
     assert [_name(o) for o in informer.store.by_index("value", "y")] == ["a"]
     with pytest.raises(KeyError, match="No index named 'missing'"):
         informer.store.by_index("missing", "x")
+
+
+def test_stop_from_the_informer_thread_does_not_deadlock(source: FakeSource) -> None:
+    source.put("a")
+    informer = Informer(source, name="x")
+    results: list[bool] = []
+    informer.add_handler(on_add=lambda obj: results.append(informer.stop()))
+    informer.start()
+    assert informer.wait_finished(timeout=5)
+    assert results == [False]
+    assert informer.error is None
