@@ -7,10 +7,10 @@ controller thread, outside the lock, through the same write paths as API request
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +23,7 @@ __all__ = ["Controllers"]
 
 JSON = dict[str, Any]
 Ref = tuple[tuple[str, str], str, str]  # (storage key, namespace, name)
+_RETRIES = 5
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 NS_KEY = ("", "namespaces")
 
@@ -51,14 +52,38 @@ class Controllers:
             self._thread.join(timeout=10)
 
     def _run(self) -> None:
+        retries: dict[tuple[str, str], int] = {}
         while True:
             item = self._queue.get()
-            if item is None:
-                return
-            what, arg = item
-            # An ApiError means the object changed under us; a later event brings us back.
-            with contextlib.suppress(ApiError):
-                getattr(self, "_do_" + what)(arg)
+            try:
+                if item is None:
+                    return
+                what, arg = item
+                ident = (what, repr(arg))
+                try:
+                    getattr(self, "_do_" + what)(arg)
+                    retries.pop(ident, None)
+                except ApiError as err:
+                    # The object changed under us: try again (a few times; later events also
+                    # bring the work back).
+                    retries[ident] = retries.get(ident, 0) + 1
+                    if err.code == 409 and retries[ident] <= _RETRIES:
+                        self._queue.put(item)
+                    else:
+                        retries.pop(ident, None)
+            finally:
+                self._queue.task_done()
+
+    def idle(self, timeout: float) -> bool:
+        """Wait until every queued piece of work is done (GC, namespaces, CRDs)."""
+        deadline = time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._queue.all_tasks_done.wait(left)
+        return True
 
     # -- observation (under the store lock) ---------------------------------------------------
     def observe(self, ev: WatchEvent) -> None:

@@ -204,6 +204,10 @@ class Emulator:
         entries, _ = self.store.scan(rt.key if rt else (group, plural), namespace)
         return [copy.deepcopy(from_storage(rt, e.obj) if rt else e.obj) for e in entries]
 
+    def settle(self, timeout: float = 5.0) -> bool:
+        """Wait until the in-process controllers (GC, namespaces, CRDs) have no work left."""
+        return self.controllers.idle(timeout)
+
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
         """Wait until ``predicate()`` holds, re-checking on every store change."""
         deadline = time.monotonic() + timeout

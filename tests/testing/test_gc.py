@@ -176,3 +176,14 @@ def test_no_finalizer_can_be_added_during_deletion(client: Client) -> None:
         'ConfigMap "closing" is invalid: metadata.finalizers: Forbidden: no new finalizers can '
         'be added if the object is being deleted, found new finalizers []string{"c/d"}'
     )
+
+
+def test_settle_waits_for_garbage_collection(client: Client) -> None:
+    parent = client.post(CM, configmap("sp")).json()
+    for i in range(5):
+        child_of(client, f"sc{i}", parent)
+    client.delete(CM + "/sp")
+    assert client.emulator.settle(5)
+    assert [
+        o["metadata"]["name"] for o in client.emulator.list_objects("", "configmaps", "default")
+    ] == []
