@@ -358,7 +358,10 @@ class WorkerPool:
             self._stopping = True
             self._lock.notify_all()
             threads = list(self._threads)
+        me = threading.current_thread()
         for thread in threads:
+            if thread is me:
+                continue  # stop() from a handler: this thread ends after its pass
             remaining = None if give_up is None else max(0.0, give_up - time.monotonic())
             thread.join(remaining)
         if drain:
@@ -366,7 +369,7 @@ class WorkerPool:
         if self._watchdog is not None:
             self._watchdog.join(1.0)
         with self._lock:
-            alive = [t for t in self._threads if t.is_alive()]
+            alive = [t for t in self._threads if t.is_alive() and t is not me]
         if alive:
             logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
                 "%d reconcile pass(es) still running after shutdown_timeout", len(alive)
