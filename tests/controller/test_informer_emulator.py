@@ -212,7 +212,14 @@ def test_5xx_storm_on_list_is_retried(
 ) -> None:
     create(kube_config, "a")
     kube_emulator.faults.inject(500, count=4, method="GET", path="configmaps")
-    informer = informer_for(kube_config, started)
+    # No client-level retries: the informer's own backoff must carry it through.
+    config = Config(
+        kube_emulator.url,
+        token=kube_emulator.admin_token,
+        ca_data=kube_emulator.ca_pem,
+        max_retries=0,
+    )
+    informer = informer_for(config, started)
     events = Events(informer)
     informer.start()
     assert informer.wait_synced(timeout=20)
