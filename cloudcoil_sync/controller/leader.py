@@ -19,6 +19,7 @@ This is coordination, not fencing: leader work must stop promptly when asked (wi
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import logging
 import math
@@ -41,6 +42,7 @@ from cloudcoil_sync.client.errors import (
     ClientError,
     Conflict,
     NotFound,
+    TransportError,
 )
 
 __all__ = ["LeaderElection", "LeadershipLost", "LeaseAPI", "LeaseObserver"]
@@ -742,20 +744,38 @@ class LeaderElection:
 
 
 class _ClientLeaseAPI:
-    """LeaseAPI over ``cloudcoil_sync.client`` (raw JSON, no client-side retries)."""
+    """LeaseAPI over the ``cloudcoil_sync.client`` transport: raw JSON, no client retries.
+
+    The elector does its own retrying within its deadline, so every call is a single attempt
+    with the caller's read timeout.
+    """
 
     def __init__(self, config: Any, namespace: str, name: str) -> None:
-        self._client = config.client(("coordination.k8s.io", "v1", "leases"), namespace=namespace)
-        self._name = name
+        self._transport = config.transport
+        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self._item = f"{self._collection}/{name}"
+        # Bound the connect (and TLS handshake) too when the transport allows it.
+        parameters = inspect.signature(self._transport.request).parameters
+        self._bound_connect = "connect_timeout" in parameters
+
+    def _send(self, method: str, path: str, timeout: float, body: Any = None) -> dict[str, Any]:
+        timeout = max(0.05, timeout)
+        options: dict[str, Any] = {"read_timeout": timeout, "retries": 0}
+        if self._bound_connect:
+            options["connect_timeout"] = timeout
+        answer = self._transport.request_json(method, path, body=body, **options)
+        if not isinstance(answer, dict):
+            raise TransportError(f"{method} {path}: the answer is not a JSON object")
+        return answer
 
     def get(self, timeout: float) -> dict[str, Any] | None:
         try:
-            return dict(self._client.get(self._name, timeout=timeout))
+            return self._send("GET", self._item, timeout)
         except NotFound:
             return None
 
     def create(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-        return dict(self._client.create(body, timeout=timeout))
+        return self._send("POST", self._collection, timeout, body)
 
     def replace(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-        return dict(self._client.replace(body, timeout=timeout))
+        return self._send("PUT", self._item, timeout, body)

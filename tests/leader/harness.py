@@ -160,6 +160,9 @@ class Replica:
                 return
             finally:
                 self._check_work_ended(elector)
+                close = getattr(elector.config, "close", None)
+                if close is not None:
+                    close()
 
     def _check_work_ended(self, elector: LeaderElection) -> None:
         with self.recorder.cond:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
 from .fakes import FakeLeaseAPI, FakeLeaseStore
 from .harness import Recorder, Replica, describe
 
-SHORT = {"lease_duration": 1, "renew_deadline": 0.6, "retry_period": 0.1}
+SHORT: dict[str, Any] = {"lease_duration": 1, "renew_deadline": 0.6, "retry_period": 0.1}
 
 
 def elector(store: FakeLeaseStore, identity: str) -> LeaderElection:
@@ -44,7 +45,7 @@ def test_forced_handoffs_never_overlap(replica_count: int) -> None:
     kinds = ["restart", "restart", "delete", "fault"]
     faulted = []
     try:
-        for round_ in range(24):
+        for round_ in range(12):
             assert recorder.wait_for(lambda: recorder.current() is not None, 10)
             current = recorder.current()
             assert current is not None
