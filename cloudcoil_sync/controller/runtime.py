@@ -180,7 +180,9 @@ class ControllerRuntime:
         case); `on_fatal` is called once, from the failing thread, when an informer dies
         or a watch mapper raises. `base_delay`/`max_delay` tune the retry backoff.
         """
-        controller.attach(self)
+        if controller.runtime is not None:
+            raise RuntimeError("Controller instances can only run once")
+        controller.validate_definition(freeze=True)
         self.controller = controller
         self._config = config
         kind = controller.resource
@@ -250,6 +252,7 @@ class ControllerRuntime:
             unfinished=self.queue.unfinished_work_seconds,
             longest=self.queue.longest_running_processor_seconds,
         )
+        controller.attach(self)
 
     # -- wiring -------------------------------------------------------------------------------
 

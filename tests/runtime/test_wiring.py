@@ -138,3 +138,22 @@ def test_informer_failures_and_sync_timeouts_surface_from_wait_synced(
         runtime.wait_synced()
     assert not runtime.ready
     kube_emulator.faults.clear()
+
+
+def test_a_controller_runs_once_and_reports_its_status(
+    kube_config: Config, harness: Harness
+) -> None:
+    controller = counting(Calls(), "once")
+    runtime = harness.runtime(controller, name="once")
+    assert controller.runtime is runtime
+    assert not runtime.ready and not controller.ready
+    with pytest.raises(RuntimeError, match="only run once"):
+        harness.runtime(controller, name="twice")
+    with pytest.raises(RuntimeError, match=r"start\(\) the controller"):
+        runtime.wait_synced()
+    runtime.start(wait=True)
+    assert controller.ready
+    status = runtime.status
+    assert (status.ready, status.queued, status.processing, status.errors) == (True, 0, 0, 0)
+    assert runtime.stop() and not runtime.ready
+    assert runtime.stop()  # idempotent
