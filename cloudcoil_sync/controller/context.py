@@ -10,6 +10,7 @@ children, status, conditions and Events.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ U = TypeVar("U", bound=Resource)
 EventType = Literal["Normal", "Warning"]
 
 MAX_EVENTS_PER_PASS = 100
+_REASON = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 _local = threading.local()
 
@@ -216,6 +218,10 @@ class Request(Generic[T]):
         """Queue an Event (sent after status persistence; at most 100 per pass)."""
         if type not in ("Normal", "Warning"):
             raise ValueError("Event type must be Normal or Warning")
+        if not _REASON.fullmatch(reason or "") or len(reason) > 128:
+            raise ValueError(
+                f"Event reason {reason!r} must be an identifier of at most 128 characters"
+            )
         if len(self.events) < MAX_EVENTS_PER_PASS:
             self.events.append(QueuedEvent(reason, message, type, action))
 
