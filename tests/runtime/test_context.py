@@ -41,7 +41,7 @@ def widget(**status: Any) -> Widget:
 
 
 def request_for(obj: Widget) -> Request[Widget]:
-    return Request(ResourceKey("w", "default"), obj, _NoServices())  # type: ignore[arg-type]
+    return Request(ResourceKey("w", "default"), obj, _NoServices())
 
 
 def test_staged_status_applies_to_the_original_not_to_handler_edits() -> None:
@@ -98,7 +98,7 @@ def test_absent_objects_have_nothing_to_stage() -> None:
     request: Request[Widget] = Request(
         ResourceKey("gone", "default"),
         None,
-        _NoServices(),  # type: ignore[arg-type]
+        _NoServices(),
     )
     assert request.original is None and request.object is None
     with pytest.raises(RuntimeError, match="absent object"):
