@@ -185,6 +185,26 @@ class Application:
 
         run(self, stop=stop)
 
+    @property
+    def ready(self) -> bool:
+        """Admission available (every replica), or without a webhook the manager is ready."""
+        from .runtime import state_of
+
+        return state_of(self).ready
+
+    @property
+    def healthy(self) -> bool:
+        """Running, no failure, webhook serving (if any) and the manager healthy (if any)."""
+        from .runtime import state_of
+
+        return state_of(self).healthy
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        """Block until `ready`; raises the run's failure, or if it stopped first."""
+        from .runtime import wait_ready
+
+        wait_ready(self, timeout)
+
     def main(self, argv: Sequence[str] | None = None) -> None:
         """The `manifests` / `install` / `run` command line."""
         from .cli import main

@@ -3,6 +3,9 @@
 from cloudcoil_sync.controller.context import Context, Request
 from cloudcoil_sync.controller.definition import Controller
 from cloudcoil_sync.controller.events import EventRecorder
+from cloudcoil_sync.controller.health import HealthServer
+from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
+from cloudcoil_sync.controller.manager import Manager
 from cloudcoil_sync.controller.metrics import ControllerStatus
 from cloudcoil_sync.controller.mutations import ensure_finalizer, mutate, remove_finalizer
 from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
@@ -21,6 +24,10 @@ __all__ = [
     "Controller",
     "ControllerStatus",
     "EventRecorder",
+    "HealthServer",
+    "LeaderElection",
+    "LeadershipLost",
+    "Manager",
     "QueueClosed",
     "ReconcileStatus",
     "Request",

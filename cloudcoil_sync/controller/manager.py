@@ -1,0 +1,335 @@
+"""`Manager`: run controllers together on shared informers, optionally under leader election.
+
+Sequence of one run::
+
+    health server started (bind failure is fatal)
+    [leader election: wait to lead; standbys start no informers]
+        leader lifespan entered
+        runtimes built (every informer handler registered), informers started, synced
+        ... until stop, loss of leadership or a fatal controller error ...
+        workers drained (in-flight passes finish within shutdown_timeout), informers stopped
+        leader lifespan exited
+    [Lease released]
+    health server stopped
+
+A fatal error of one controller (informer death, mapper exception, sync timeout) stops its
+siblings and is raised from `run`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry
+
+from cloudcoil_sync.controller.definition import Controller
+from cloudcoil_sync.controller.informer import Informer, InformerFailed
+from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
+from cloudcoil_sync.controller.metrics import OperatorMetrics
+from cloudcoil_sync.controller.runtime import ControllerRuntime, InformerPool, SyncTimeout
+
+if TYPE_CHECKING:
+    from cloudcoil_sync.client import Config
+    from cloudcoil_sync.controller.health import HealthServer
+
+__all__ = ["Manager"]
+
+log = logging.getLogger("cloudcoil_sync.manager")
+
+# How often waits re-check a caller's stop event (it cannot wake us).
+_TICK = 0.05
+# Extra time, beyond the controllers' shutdown_timeout, leader work may take to stop.
+_STOP_MARGIN = 20.0
+_POOL_STOP_TIMEOUT = 10.0
+
+LeaderLifespan = Callable[[], AbstractContextManager[Any]]
+
+
+class Manager:
+    """Run controllers together, sharing compatible informers and stopping on failure.
+
+    Configs come from the controller, else the manager. With `leader_election`, controllers
+    (and `leader_lifespan`) run only while this replica leads. `health` serves /healthz,
+    /readyz and /metrics for this manager. A manager runs once.
+    """
+
+    def __init__(
+        self,
+        *controllers: Controller[Any],
+        config: Config | None = None,
+        leader_election: LeaderElection | None = None,
+        health: HealthServer | None = None,
+        leader_lifespan: LeaderLifespan | None = None,
+        metrics: OperatorMetrics | None = None,
+    ) -> None:
+        if not controllers:
+            raise ValueError("A manager needs at least one controller")
+        if any(not isinstance(c, Controller) for c in controllers):
+            raise TypeError("Manager expects Controller instances")
+        if len({id(c) for c in controllers}) != len(controllers):
+            raise ValueError("A controller cannot be registered twice")
+        self.names = tuple(
+            c.name or f"{c.resource.gvk().kind.lower()}-{index}"
+            for index, c in enumerate(controllers, 1)
+        )
+        if len(set(self.names)) != len(self.names):
+            raise ValueError("Managed controllers must have distinct metric names")
+        if leader_election is not None and not isinstance(leader_election, LeaderElection):
+            raise TypeError("leader_election must be a LeaderElection or None")
+        if leader_lifespan is not None and leader_election is None:
+            raise ValueError("A leader lifespan requires leader election")
+        self.controllers = controllers
+        self.config = config
+        self.leader_election = leader_election
+        self.health = health
+        self._leader_lifespan = leader_lifespan
+        self._metrics = metrics or OperatorMetrics()
+        self._metrics.manager(
+            healthy=lambda: self.healthy,
+            ready=lambda: self.ready,
+            informers=lambda: self.informer_count,
+        )
+        if leader_election is not None:
+            election = leader_election
+            self._metrics.leader_status.labels(name=election.name).set_function(
+                lambda: 1.0 if election.is_leader else 0.0
+            )
+        self._lock = threading.Condition()
+        self._used = False
+        self._running = False
+        self._finished = False
+        self._failure: BaseException | None = None
+        self._fatal: BaseException | None = None
+        self._wake = threading.Event()
+        self._pools: dict[int, InformerPool] = {}
+        self._runtimes: list[ControllerRuntime] = []
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def healthy(self) -> bool:
+        """Running without a fatal failure (also while starting and on standby)."""
+        return self._running and self._failure is None and self._fatal is None
+
+    @property
+    def ready(self) -> bool:
+        """Healthy, leading (if electing), and every controller synced with workers running."""
+        with self._lock:
+            runtimes = list(self._runtimes)
+        return (
+            self.healthy
+            and (self.leader_election is None or self.leader_election.is_leader)
+            and len(runtimes) == len(self.controllers)
+            and all(runtime.ready for runtime in runtimes)
+        )
+
+    @property
+    def informer_count(self) -> int:
+        """Distinct informers this manager runs (0 on a standby)."""
+        with self._lock:
+            return sum(len(pool) for pool in self._pools.values())
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        return self._metrics.registry
+
+    @property
+    def failure(self) -> BaseException | None:
+        return self._failure
+
+    def metrics(self) -> str:
+        """Prometheus text exposition of this manager's registry."""
+        return self._metrics.render().decode()
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        """Block until ready; raise the failure, or RuntimeError if it stopped first.
+
+        TimeoutError after `timeout` seconds.
+        """
+        give_up = time.monotonic() + timeout
+        while not self.ready:
+            if self._failure is not None:
+                raise self._failure
+            if self._finished:
+                raise RuntimeError("Manager stopped before becoming ready")
+            remaining = give_up - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"Manager did not become ready within {timeout:g}s")
+            with self._lock:
+                self._lock.wait(min(_TICK, remaining))
+
+    # -- run ----------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Run until `stop` is set, leadership is lost (LeadershipLost) or a controller fails."""
+        with self._lock:
+            if self._used:
+                raise RuntimeError("Manager instances can only run once")
+            self._used = True
+            self._running = True
+        stop = stop if stop is not None else threading.Event()
+        try:
+            with ExitStack() as stack:
+                if self.health is not None:
+                    self._start_health(stack)
+                if self.leader_election is None:
+                    if not stop.is_set():
+                        self._run_controllers(stop)
+                else:
+                    self._run_elected(self.leader_election, stop)
+        except BaseException as error:
+            self._failure = error
+            raise
+        finally:
+            with self._lock:
+                self._running = False
+                self._finished = True
+                self._lock.notify_all()
+
+    def _start_health(self, stack: ExitStack) -> None:
+        health: Any = self.health
+        health.start(healthy=lambda: self.healthy, ready=lambda: self.ready, registry=self.registry)
+        stack.callback(health.stop)
+
+    def _run_elected(self, election: LeaderElection, stop: threading.Event) -> None:
+        config = election.config or self.config or self.controllers[0].config
+        longest = max(c.shutdown_timeout for c in self.controllers)
+        election.run(
+            lambda work_stop: self._leader_work(election, work_stop),
+            stop=stop,
+            config=config,
+            join_timeout=longest + _POOL_STOP_TIMEOUT + _STOP_MARGIN,
+        )
+
+    def _leader_work(self, election: LeaderElection, stop: threading.Event) -> None:
+        """Controllers inside the leader lifespan; the lifespan sees how leadership ended."""
+        lifespan = self._leader_lifespan
+        try:
+            with lifespan() if lifespan is not None else ExitStack():
+                self._run_controllers(stop)
+                if election.failure is not None:
+                    raise election.failure
+                if election.lost.is_set():
+                    raise LeadershipLost(f"Lost leadership of Lease {election.name}")
+        except LeadershipLost:
+            return  # election.run raises its own LeadershipLost, with the reason
+        except BaseException as error:
+            if error is not election.failure:
+                raise
+
+    def _run_controllers(self, stop: threading.Event) -> None:
+        """Build, start and sync the runtimes; wait; drain and stop them (in that order)."""
+        drain = True
+        try:
+            runtimes = self._build()
+            for runtime in runtimes:
+                runtime.start()
+            for runtime in runtimes:
+                if not self._wait_synced(runtime, stop):
+                    break
+            self._check_fatal()
+            while not stop.is_set():
+                self._wake.wait(_TICK)
+                self._check_fatal()
+            log.info("Stopping controllers")
+        except BaseException:
+            drain = False
+            raise
+        finally:
+            self._stop_runtimes(drain)
+
+    def _build(self) -> list[ControllerRuntime]:
+        for controller, name in zip(self.controllers, self.names, strict=True):
+            config = controller.config or self.config
+            if config is None:
+                raise ValueError(f"Controller {name} has no Config: pass config= to the Manager")
+            with self._lock:
+                pool = self._pools.get(id(config))
+                if pool is None:
+                    pool = self._pools[id(config)] = InformerPool(config)
+            runtime = ControllerRuntime(
+                controller,
+                config,
+                informers=pool,
+                metrics=self._metrics,
+                name=name,
+                on_fatal=self._on_fatal,
+            )
+            with self._lock:
+                self._runtimes.append(runtime)
+        with self._lock:
+            return list(self._runtimes)
+
+    def _wait_synced(self, runtime: ControllerRuntime, stop: threading.Event) -> bool:
+        """Sync within the controller's sync_timeout, in slices so stop and failures wake us."""
+        limit = runtime.controller.sync_timeout
+        give_up = time.monotonic() + limit
+        while True:
+            self._check_fatal()
+            if stop.is_set():
+                return False
+            remaining = give_up - time.monotonic()
+            try:
+                runtime.wait_synced(timeout=max(0.0, min(_TICK * 4, remaining)))
+            except SyncTimeout:
+                if remaining <= _TICK * 4:
+                    raise SyncTimeout(
+                        f"Controller {runtime.name} did not sync within {limit:g}s (sync_timeout)"
+                    ) from None
+                continue
+            except BaseException as error:
+                if error is self._fatal:
+                    self._check_fatal()  # the same error, explained
+                raise
+            with self._lock:
+                self._lock.notify_all()
+            return True
+
+    def _on_fatal(self, error: BaseException) -> None:
+        with self._lock:
+            if self._fatal is None:
+                self._fatal = error
+            self._lock.notify_all()
+        self._wake.set()
+
+    def _check_fatal(self) -> None:
+        error = self._fatal
+        if error is None:
+            return
+        informer = self._failed_informer(error)
+        if informer is not None:
+            if not informer.synced:
+                informer.wait_synced(0)  # raises InformerFailed, with a hint (CRD? RBAC?)
+            raise InformerFailed(f"Informer {informer.name} failed: {error}") from error
+        raise error
+
+    def _failed_informer(self, error: BaseException) -> Informer | None:
+        with self._lock:
+            runtimes = list(self._runtimes)
+        for runtime in runtimes:
+            for kind in runtime.controller.kinds:
+                informer = runtime.informer_for(kind)
+                if informer.error is error:
+                    return informer
+        return None
+
+    def _stop_runtimes(self, drain: bool) -> None:
+        """Drain workers (all signalled first, so they drain in parallel), then informers."""
+        with self._lock:
+            runtimes = list(self._runtimes)
+            pools = list(self._pools.values())
+        for runtime in runtimes:
+            runtime.queue.shutdown(immediate=not drain)
+        for runtime in reversed(runtimes):
+            if not runtime.stop(drain=drain):
+                log.error("Controller %s: passes still running at shutdown", runtime.name)
+        for pool in pools:
+            if not pool.stop(timeout=_POOL_STOP_TIMEOUT):
+                log.warning("Some informers did not stop within %gs", _POOL_STOP_TIMEOUT)
+        with self._lock:
+            self._lock.notify_all()

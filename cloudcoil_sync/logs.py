@@ -1,0 +1,83 @@
+"""Logging for operator processes: one logger per component, text or JSON lines.
+
+Components log under ``cloudcoil_sync.<component>`` (``cloudcoil_sync.controller.<name>``,
+``cloudcoil_sync.manager``, ``cloudcoil_sync.application``, ``cloudcoil_sync.admission...``).
+:func:`configure` is what ``run --log-level/--log-format`` calls; libraries never configure
+logging themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+__all__ = ["FORMATS", "JSONFormatter", "configure", "get_logger"]
+
+FORMATS = ("text", "json")
+ROOT = "cloudcoil_sync"
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Attributes every LogRecord has; anything else came from `extra=` and is emitted as a field.
+_STANDARD = frozenset(
+    logging.LogRecord("", 0, "", 0, "", None, None).__dict__.keys() | {"message", "asctime"}
+)
+# Libraries whose INFO chatter (one line per request) drowns operator logs.
+_NOISY = ("urllib3", "waitress")
+
+
+def get_logger(component: str) -> logging.Logger:
+    """The logger of one component: ``get_logger("controller.widgets")``."""
+    return logging.getLogger(f"{ROOT}.{component}" if component else ROOT)
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, thread,
+    ``extra=`` fields, and ``exception`` (the formatted traceback) when there is one.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        document: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "thread": record.threadName,
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and key not in document:
+                document[key] = value
+        if record.exc_info:
+            document["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            document["exception"] = record.exc_text
+        if record.stack_info:
+            document["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(document, default=str, ensure_ascii=False)
+
+
+class _Handler(logging.StreamHandler):
+    """Marks the handler `configure` installed, so a second call replaces it."""
+
+
+def configure(level: str | int = "INFO", fmt: str = "text", stream: TextIO | None = None) -> None:
+    """Send every log record at `level` or above to `stream` (stderr) as `fmt` lines.
+
+    Replaces a handler installed by an earlier call; other handlers are kept.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"Log format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+    if not isinstance(numeric, int):
+        raise ValueError(f"Unknown log level {level!r}")
+    handler = _Handler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JSONFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _Handler)]:
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(handler)
+    root.setLevel(numeric)
+    for name in _NOISY:
+        logging.getLogger(name).setLevel(max(numeric, logging.WARNING))

@@ -1,0 +1,160 @@
+"""`Manager`: validation, shared informers, metrics, fatal errors stopping siblings."""
+
+from __future__ import annotations
+
+import threading
+from typing import Literal
+
+import pytest
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Secret
+from cloudcoil.resources import Resource
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import Field
+
+from cloudcoil_sync.client import Config
+from cloudcoil_sync.controller import Controller, Manager, ResourceKey
+from cloudcoil_sync.crd import custom_resource
+from cloudcoil_sync.testing import Emulator
+
+from .conftest import LABEL, Calls, configmap
+
+
+@custom_resource(api_version="example.com/v1", plural="widgets")
+class Widget(Resource):
+    api_version: Literal["example.com/v1"] = Field(default="example.com/v1", alias="apiVersion")
+    kind: Literal["Widget"] = "Widget"
+
+
+def nothing(request: object) -> None:
+    return None
+
+
+def widgets(**options: object) -> Controller[Widget]:
+    """A controller for Widgets, whose CRD the emulator does not have."""
+    return Controller(Widget, nothing, name="widgets", **options)  # type: ignore[arg-type]
+
+
+class ManagerThread:
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.manager.run(self.stop)
+        except BaseException as error:
+            self.error = error
+
+    def join(self, timeout: float = 20) -> BaseException | None:
+        self.stop.set()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive()
+        return self.error
+
+
+def labelled(calls: Calls, name: str) -> Controller[ConfigMap]:
+    controller = Controller(ConfigMap, name=name, label_selector=f"{LABEL}=true")
+
+    @controller.reconcile()
+    def reconcile(config: ConfigMap) -> None:
+        calls.add((name, config.name))
+
+    return controller
+
+
+def test_definition_checks() -> None:
+    with pytest.raises(ValueError, match="at least one controller"):
+        Manager()
+    one = Controller(ConfigMap)
+    with pytest.raises(ValueError, match="cannot be registered twice"):
+        Manager(one, one)
+    with pytest.raises(ValueError, match="distinct metric names"):
+        Manager(Controller(ConfigMap, name="same"), Controller(Secret, name="same"))
+    # Unnamed controllers get <kind>-<position>.
+    assert Manager(Controller(ConfigMap), Controller(ConfigMap)).names == (
+        "configmap-1",
+        "configmap-2",
+    )
+
+
+def test_shared_informer_metrics_and_run_once(kube_emulator: Emulator, kube_config: Config) -> None:
+    calls = Calls()
+    first, second = labelled(calls, "first"), labelled(calls, "second")
+    manager = Manager(first, second, config=kube_config)
+    assert not manager.ready and not manager.healthy and manager.informer_count == 0
+    running = ManagerThread(manager)
+    try:
+        manager.wait_ready(timeout=15)
+        assert manager.healthy and first.ready and second.ready
+        assert manager.informer_count == 1  # same kind, namespace and selector: one informer
+        kube_emulator.create_object(configmap("shared"))
+        assert calls.wait(lambda log: {("first", "shared"), ("second", "shared")} <= set(log))
+        families = {f.name: f for f in text_string_to_metric_families(manager.metrics())}
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in families.values()
+            for s in f.samples
+        }
+        assert samples[("cloudcoil_manager_ready", ())] == 1.0
+        assert samples[("cloudcoil_manager_informers", ())] == 1.0
+        assert samples[("cloudcoil_controller_ready", (("controller", "first"),))] == 1.0
+        assert "controller_runtime_reconcile" in families
+        with pytest.raises(RuntimeError, match="Manager instances can only run once"):
+            manager.run(threading.Event())
+    finally:
+        assert running.join() is None
+    assert not manager.ready and not manager.healthy
+    with pytest.raises(RuntimeError, match="Manager stopped before becoming ready"):
+        manager.wait_ready(timeout=1)
+
+
+def test_a_fatal_controller_error_stops_its_siblings(
+    kube_emulator: Emulator, kube_config: Config
+) -> None:
+    calls = Calls()
+    sibling = labelled(calls, "sibling")
+    failing = Controller(ConfigMap, name="failing", label_selector=f"{LABEL}=true")
+
+    @failing.reconcile()
+    def reconcile(config: ConfigMap) -> None:
+        calls.add(("failing", config.name))
+
+    class MapperBroke(Exception):
+        pass
+
+    @failing.watch(Secret)
+    def broken(secret: Secret) -> list[ResourceKey]:
+        raise MapperBroke(f"cannot map {secret.name}")
+
+    manager = Manager(sibling, failing, config=kube_config)
+    running = ManagerThread(manager)
+    try:
+        manager.wait_ready(timeout=15)
+        sibling_runtime = sibling.runtime
+        assert sibling_runtime is not None and sibling_runtime.ready
+        kube_emulator.create_object(
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "trigger"}}
+        )
+        running.thread.join(20)
+        assert not running.thread.is_alive()
+    finally:
+        error = running.join()
+    assert isinstance(error, MapperBroke) and "cannot map trigger" in str(error)
+    assert manager.failure is error and not manager.healthy and not manager.ready
+    # The sibling's workers and the shared informers were stopped.
+    assert not sibling_runtime.ready
+    assert not sibling_runtime.primary.running
+    with pytest.raises(MapperBroke):
+        manager.wait_ready(timeout=1)
+
+
+def test_an_informer_failure_during_sync_is_raised(kube_config: Config) -> None:
+    calls = Calls()
+    manager = Manager(labelled(calls, "ok"), widgets(), config=kube_config)
+    running = ManagerThread(manager)
+    running.thread.join(20)
+    error = running.join()
+    assert error is not None and "is its CRD installed" in str(error)
