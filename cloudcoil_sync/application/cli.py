@@ -14,6 +14,7 @@ invalid operator definition and for runtime failures.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import importlib.util
@@ -274,8 +275,10 @@ class OperatorGroup(click.Group):
         except click.Abort:
             fail("Aborted", 1)
         except BrokenPipeError:
-            # The reader went away (``manifests | head``); stay quiet like other CLIs.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            # The reader went away (``manifests | head``): exit quietly, without Python's
+            # "Exception ignored" note when it flushes stdout at exit.
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(1)
         if isinstance(code, int) and code:
             sys.exit(code)
