@@ -277,9 +277,10 @@ def _webhook_configurations(
 
 def describe(app: Any) -> Definition:
     """Validate ``app`` offline (no Config, no discovery) and read what manifests need."""
-    from .composition import controller_namespaces
+    from .composition import controller_namespaces, validate
 
-    app.validate_definition()
+    # validate_definition() without freezing; its admission table saves a second pass.
+    table = validate(app)
     election = app.leader_election
     return Definition(
         name=app.name,
@@ -289,7 +290,7 @@ def describe(app: Any) -> Definition:
         rules=app.rules,
         lease=None if election is None else (election.name, election.namespace),
         webhook=app.webhook,
-        routes=app.routes if app.webhook is not None else (),
+        routes=list(table.routes.values()) if app.webhook is not None else [],
         health=app.health,
         selector_namespaces=controller_namespaces(app.controllers, app.namespace),
     )
