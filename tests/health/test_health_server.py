@@ -1,0 +1,229 @@
+"""HealthServer over real HTTP on loopback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+from prometheus_client import CollectorRegistry, Counter
+
+from cloudcoil_sync.controller.health import HealthServer, HealthServerError
+
+
+class Probes:
+    def __init__(self) -> None:
+        self.healthy = True
+        self.ready = False
+
+    def health(self) -> bool:
+        return self.healthy
+
+    def readiness(self) -> bool:
+        return self.ready
+
+
+@pytest.fixture
+def probes() -> Probes:
+    return Probes()
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    Counter("demo_events", "Demo events", ["kind"], registry=registry).labels(kind="x").inc(3)
+    return registry
+
+
+@pytest.fixture
+def server(probes: Probes, registry: CollectorRegistry) -> Iterator[HealthServer]:
+    server = HealthServer(port=0)
+    server.read_timeout = 0.5
+    server.start(probes.health, probes.readiness, registry)
+    yield server
+    server.stop()
+
+
+def url(server: HealthServer, path: str) -> str:
+    assert server.address is not None
+    host, port = server.address
+    return f"http://{host}:{port}{path}"
+
+
+def raw(server: HealthServer, data: bytes, *, timeout: float = 5) -> bytes:
+    """Send ``data`` on a fresh connection and read until the server closes it."""
+    assert server.address is not None
+    with socket.create_connection(server.address, timeout=timeout) as sock:
+        if data:
+            sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_defaults_and_validation() -> None:
+    server = HealthServer()
+    assert (server.host, server.port, server.address) == ("127.0.0.1", 8080, None)
+    for port in (-1, 65536, True, "80"):
+        with pytest.raises(ValueError, match="port must be an integer between 0 and 65535"):
+            HealthServer(port=port)  # type: ignore[arg-type]
+
+
+def test_port_zero_reports_the_bound_address(server: HealthServer) -> None:
+    assert server.address is not None
+    host, port = server.address
+    assert host == "127.0.0.1" and port > 0
+
+
+def test_healthz_and_readyz_follow_the_probes(server: HealthServer, probes: Probes) -> None:
+    response = requests.get(url(server, "/healthz"), timeout=5)
+    assert (response.status_code, response.text) == (200, "ok\n")
+    assert response.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.headers["Connection"] == "close"
+    assert response.headers["Cache-Control"] == "no-store"
+    response = requests.get(url(server, "/readyz"), timeout=5)
+    assert (response.status_code, response.text) == (503, "not ready\n")
+    probes.ready = True
+    assert requests.get(url(server, "/readyz"), timeout=5).text == "ok\n"
+    probes.healthy = False
+    response = requests.get(url(server, "/healthz?verbose=1"), timeout=5)
+    assert (response.status_code, response.text) == (503, "unhealthy\n")
+
+
+def test_a_failing_probe_is_unhealthy(probes: Probes) -> None:
+    def broken() -> bool:
+        raise RuntimeError("probe bug")
+
+    server = HealthServer(port=0)
+    server.start(broken, broken)
+    try:
+        assert requests.get(url(server, "/healthz"), timeout=5).status_code == 503
+        assert requests.get(url(server, "/readyz"), timeout=5).status_code == 503
+        assert requests.get(url(server, "/metrics"), timeout=5).text == ""
+    finally:
+        server.stop()
+
+
+def test_metrics_in_prometheus_text_format(server: HealthServer) -> None:
+    response = requests.get(url(server, "/metrics"), timeout=5)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# TYPE demo_events_total counter\n" in response.text
+    assert 'demo_events_total{kind="x"} 3.0\n' in response.text
+
+
+def test_large_metrics_answers_are_sent_whole(probes: Probes) -> None:
+    registry = CollectorRegistry()
+    counter = Counter("wide", "Many series", ["n"], registry=registry)
+    for n in range(5000):
+        counter.labels(n=str(n)).inc()
+    server = HealthServer(port=0)
+    server.start(probes.health, probes.readiness, registry)
+    try:
+        text = requests.get(url(server, "/metrics"), timeout=5).text
+        assert len(text) > 200_000 and 'wide_total{n="4999"} 1.0' in text
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "HEAD", "OPTIONS"])
+def test_only_get(server: HealthServer, method: str) -> None:
+    response = requests.request(method, url(server, "/healthz"), timeout=5)
+    assert response.status_code == 405
+    assert response.headers["Allow"] == "GET"
+
+
+def test_unknown_path(server: HealthServer) -> None:
+    response = requests.get(url(server, "/controllers/readyz"), timeout=5)
+    assert (response.status_code, response.text) == (404, "not found\n")
+
+
+@pytest.mark.parametrize(
+    "request_line", [b"GARBAGE\r\n\r\n", b"GET /healthz\r\n\r\n", b"GET /healthz HTTP/2.0\r\n\r\n"]
+)
+def test_malformed_request(server: HealthServer, request_line: bytes) -> None:
+    assert raw(server, request_line).startswith(b"HTTP/1.1 400 Bad Request\r\n")
+
+
+def test_headers_over_8_kib_are_refused(server: HealthServer) -> None:
+    big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n"
+    assert raw(server, big).startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+    # ...also when the client never finishes its headers.
+    endless = b"GET /healthz HTTP/1.1\r\nX-Big: " + b"a" * 9000
+    assert raw(server, endless).startswith(b"HTTP/1.1 431 ")
+    just_fits = b"GET /healthz HTTP/1.1\r\nX: " + b"a" * 8000 + b"\r\n\r\n"
+    assert raw(server, just_fits).startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+def test_slow_client_gets_408_and_does_not_block_others(server: HealthServer) -> None:
+    assert server.address is not None
+    began = time.monotonic()
+    with socket.create_connection(server.address, timeout=5) as idle:
+        idle.sendall(b"GET /healthz HTTP/1.1\r\n")  # never finishes
+        # Meanwhile everybody else is served at once.
+        for _ in range(5):
+            assert requests.get(url(server, "/healthz"), timeout=1).status_code == 200
+        answer = idle.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert 0.4 <= time.monotonic() - began < 3
+
+
+def test_connections_beyond_the_limit_are_refused(probes: Probes) -> None:
+    server = HealthServer(port=0)
+    server.max_connections = 3
+    server.start(probes.health, probes.readiness)
+    assert server.address is not None
+    try:
+        idle = [socket.create_connection(server.address, timeout=5) for _ in range(3)]
+        try:
+            # The fourth is closed without an answer; the idle ones still hold their slots.
+            try:
+                refused = raw(server, b"GET /healthz HTTP/1.1\r\n\r\n")
+            except ConnectionResetError:
+                refused = b""
+            assert refused == b""
+        finally:
+            for sock in idle:
+                sock.close()
+        # Slots free again once clients leave.
+        request = b"GET /healthz HTTP/1.1\r\n\r\n"
+        assert _eventually(lambda: raw(server, request).startswith(b"HTTP/1.1 200"))
+    finally:
+        server.stop()
+
+
+def _eventually(check: object, timeout: float = 3) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if callable(check) and check():
+            return True
+        threading.Event().wait(0.02)
+    return False
+
+
+def test_bind_failure_names_the_address(probes: Probes) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        server = HealthServer(port=port)
+        with pytest.raises(HealthServerError, match=f"cannot listen on 127.0.0.1:{port}"):
+            server.start(probes.health, probes.readiness)
+
+
+def test_stop_joins_and_closes(probes: Probes) -> None:
+    server = HealthServer(port=0)
+    server.start(probes.health, probes.readiness)
+    address = server.address
+    assert address is not None
+    before = {thread.name for thread in threading.enumerate()}
+    assert f"cloudcoil-health-{address[1]}" in before
+    server.stop()
+    assert server.address is None
+    assert f"cloudcoil-health-{address[1]}" not in {t.name for t in threading.enumerate()}
+    with pytest.raises(OSError):
+        socket.create_connection(address, timeout=1).close()
+    with pytest.raises(RuntimeError, match="only run once"):
+        server.start(probes.health, probes.readiness)
