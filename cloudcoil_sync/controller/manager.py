@@ -193,7 +193,7 @@ class Manager:
 
     def _start_health(self, stack: ExitStack) -> None:
         health: Any = self.health
-        health.start(healthy=lambda: self.healthy, ready=lambda: self.ready, registry=self.registry)
+        health.start(lambda: self.healthy, lambda: self.ready, self.registry)
         stack.callback(health.stop)
 
     def _run_elected(self, election: LeaderElection, stop: threading.Event) -> None:

@@ -69,7 +69,7 @@ def test_stop_lets_the_pass_in_flight_finish(kube_emulator: Emulator, kube_confi
         assert entered.wait(15)
         stop.set()
         # Readiness is withdrawn at once, but run() waits for the pass.
-        assert order.wait(lambda _: not app.ready, timeout=5) and not app.ready
+        assert kube_emulator.wait_for(lambda: not app.ready, timeout=5)
         assert thread.is_alive() and order.log == []
         release.set()
         thread.join(20)
