@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cloudcoil.models.kubernetes.apps.v1 import Deployment
@@ -10,6 +11,8 @@ from cloudcoil.resources import Resource
 from pydantic import BaseModel, Field
 
 from cloudcoil_sync.application import Application, RBACRule, WebhookServer
+from cloudcoil_sync.client import Config
+from cloudcoil_sync.controller.leader import LeaderElection
 from cloudcoil_sync.crd import custom_resource
 
 NAMESPACE = "operators"
@@ -29,13 +32,21 @@ def keep(resource: Any) -> Any:
     return resource
 
 
-def gadgets(ca: bytes | None, *, name: str = "gadgets") -> Application:
-    """Controller of Gadget owning ConfigMaps/Deployments/Services, with two webhooks."""
+def gadgets(
+    ca: bytes | None,
+    *,
+    name: str = "gadgets",
+    config: Config | None = None,
+    reconcile: Callable[[Any], Any] = keep,
+    leader_election: LeaderElection | bool = True,
+) -> Application:
+    """Controller of Gadget owning ConfigMaps/Deployments/Services; two webhooks with ``ca``."""
     webhook = WebhookServer(ca_bundle=ca, tls_secret=f"{name}-tls") if ca is not None else None
     app = Application(
         name,
         namespace=NAMESPACE,
-        leader_election=True,
+        config=config,
+        leader_election=leader_election,
         webhook=webhook,
         rules=(RBACRule(ConfigMap, ("get",), plural="configmaps", scope="Namespaced"),),
     )
@@ -43,7 +54,7 @@ def gadgets(ca: bytes | None, *, name: str = "gadgets") -> Application:
     controller.owns(ConfigMap)
     controller.owns(Deployment)
     controller.owns(Service)
-    controller.reconcile()(keep)
+    controller.reconcile()(reconcile)
     if webhook is not None:
         controller.mutate()(keep)
         controller.validate()(keep)

@@ -3,16 +3,17 @@ exactly the generated RBAC (emulator RBAC enforced for its token)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
-from cloudcoil_sync.application import Application
 from cloudcoil_sync.application.install import install
 from cloudcoil_sync.client import Config, Forbidden
+from cloudcoil_sync.controller.leader import LeaderElection
 from cloudcoil_sync.testing import Emulator
 
-from .apps import NAMESPACE
+from .apps import NAMESPACE, gadgets
 from .conftest import ROLLOUTS
 
 pytestmark = ROLLOUTS
@@ -21,9 +22,10 @@ GADGETS = ("install.cloudcoil.dev", "v1", "gadgets")
 
 
 def test_operator_identity_has_its_runtime_rights_and_no_installer_rights(
-    kube: Emulator, config: Config, app: Application, progress: Any
+    kube: Emulator, config: Config, progress: Any
 ) -> None:
-    install(app, image="gadgets:v1", config=config, progress=progress)
+    # Without webhooks: the emulator would call them, and nothing serves them here.
+    install(gadgets(None), image="gadgets:v1", config=config, progress=progress)
     config.client(GADGETS).create(
         {
             "apiVersion": "install.cloudcoil.dev/v1",
@@ -77,3 +79,64 @@ def test_operator_identity_has_its_runtime_rights_and_no_installer_rights(
                 call()
     gadget = kube.get_object("install.cloudcoil.dev", "gadgets", NAMESPACE, "g1")
     assert gadget is not None and gadget["status"] == {"phase": "Ready"}
+
+
+def label_reconciled(gadget: Any) -> Any:
+    gadget.metadata.labels = {**(gadget.metadata.labels or {}), "reconciled": "yes"}
+    return gadget
+
+
+def test_run_works_under_the_generated_rbac_only(
+    kube: Emulator, config: Config, progress: Any
+) -> None:
+    install(gadgets(None), image="gadgets:v1", config=config, progress=progress)
+    config.client(GADGETS).create(
+        {
+            "apiVersion": "install.cloudcoil.dev/v1",
+            "kind": "Gadget",
+            "metadata": {"name": "g2", "namespace": NAMESPACE},
+        }
+    )
+    token = kube.service_account_token(NAMESPACE, "gadgets")
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    with kube.config(namespace=NAMESPACE, token=token) as operator_config:
+        # The generated Lease rights, with a short lease so leading starts soon.
+        election = LeaderElection(
+            "gadgets", lease_duration=0.6, renew_deadline=0.4, retry_period=0.1
+        )
+        app = gadgets(
+            None, config=operator_config, reconcile=label_reconciled, leader_election=election
+        )
+
+        def run() -> None:
+            try:
+                app.run(stop=stop)
+            except BaseException as error:  # reported by the assertions below
+                failures.append(error)
+
+        thread = threading.Thread(target=run, name="operator-under-test")
+        thread.start()
+        try:
+            reconciled = kube.wait_for(
+                lambda: (
+                    (kube.get_object("install.cloudcoil.dev", "gadgets", NAMESPACE, "g2") or {})
+                    .get("metadata", {})
+                    .get("labels", {})
+                    .get("reconciled")
+                    == "yes"
+                ),
+                timeout=15,
+            )
+        finally:
+            stop.set()
+            thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert failures == []
+    assert reconciled, "\n".join(
+        f"{e.method} {e.path} {e.query} {e.status}"
+        for e in kube.request_log
+        if "serviceaccount" in e.user
+    )
+    denied = [e for e in kube.request_log if e.status == 403]
+    assert denied == [], denied
