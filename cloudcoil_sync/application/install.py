@@ -172,6 +172,10 @@ class _Installer:
             )
         except Conflict as exc:
             raise self._conflict(what, exc) from None
+        except NotFound as exc:
+            namespace = doc["metadata"].get("namespace")
+            hint = f" (create namespace {namespace} first)" if exc.kind == "namespaces" else ""
+            raise self.fail(f"applying {what} failed: {exc}{hint}") from None
         except (ClientError, UnknownKind) as exc:
             raise self.fail(f"applying {what} failed: {exc}") from None
         if before is None:
@@ -289,7 +293,11 @@ def rollout_state(doc: JSON, obj: JSON) -> tuple[bool, str]:
     if observed < generation:
         return ready, f"generation {generation} not yet observed"
     state = f"{updated}/{want} updated, {available}/{want} available"
-    return ready, state + (f", {old} old replicas" if old > 0 else "")
+    state += f", {old} old replicas" if old > 0 else ""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Progressing" and condition.get("status") == "False":
+            state += f", {condition.get('reason')}: {condition.get('message', '')}".rstrip(": ")
+    return ready, state
 
 
 def changed_paths(before: Any, after: Any, path: str = "") -> list[str]:

@@ -318,3 +318,43 @@ def test_an_app_config_is_used_and_left_open(kube: Emulator, progress: Any) -> N
 def test_gadgets_app_without_webhook_server(kube: Emulator, config: Config, progress: Any) -> None:
     results = install(gadgets(None), image="gadgets:v1", config=config, progress=progress)
     assert [r.object.split()[0] for r in results][-1] == "Deployment"
+
+
+def test_a_missing_namespace_is_named(config: Config, progress: Any) -> None:
+    app = Application("lonely", namespace="missing")
+    app.controller(ConfigMap).reconcile()(keep)
+    with pytest.raises(InstallError) as info:
+        install(app, config=config, progress=progress)
+    message = str(info.value)
+    assert message.startswith("applying ServiceAccount missing/lonely failed: 404 NotFound")
+    assert "(create namespace missing first)" in message
+
+
+def test_rollout_state_reports_a_stalled_rollout() -> None:
+    doc = {"spec": {"replicas": 2}}
+    obj = {
+        "metadata": {"generation": 3},
+        "status": {
+            "observedGeneration": 3,
+            "replicas": 3,
+            "updatedReplicas": 1,
+            "availableReplicas": 2,
+            "conditions": [
+                {
+                    "type": "Progressing",
+                    "status": "False",
+                    "reason": "ProgressDeadlineExceeded",
+                    "message": "ReplicaSet has timed out progressing.",
+                }
+            ],
+        },
+    }
+    assert rollout_state(doc, obj) == (
+        False,
+        "1/2 updated, 2/2 available, 2 old replicas, ProgressDeadlineExceeded: "
+        "ReplicaSet has timed out progressing.",
+    )
+    assert rollout_state(doc, {"metadata": {"generation": 2}, "status": {}}) == (
+        False,
+        "generation 2 not yet observed",
+    )
