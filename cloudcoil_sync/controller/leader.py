@@ -31,7 +31,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import uuid4
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -44,6 +44,9 @@ from cloudcoil_sync.client.errors import (
     NotFound,
     TransportError,
 )
+
+if TYPE_CHECKING:
+    from cloudcoil_sync.client import Config
 
 __all__ = ["LeaderElection", "LeadershipLost", "LeaseAPI", "LeaseObserver"]
 
@@ -229,7 +232,7 @@ class LeaderElection:
         lease_duration: float = 15,
         renew_deadline: float = 10,
         retry_period: float = 2,
-        config: Any = None,
+        config: Config | None = None,
     ) -> None:
         self.name = _dns_name(name, label=False)
         self.namespace = _dns_name(namespace, label=True) if namespace is not None else None
@@ -271,6 +274,8 @@ class LeaderElection:
         self._observer = LeaseObserver()
         self._stop_requested = threading.Event()
         self._thread: threading.Thread | None = None
+        self._runner: threading.Thread | None = None  # the thread inside run()
+        self._run_stop = threading.Event()  # stop() called while run() is active
         self._lease_api: LeaseAPI | None = None
 
     # -- settings-derived values -------------------------------------------------------------
@@ -342,7 +347,7 @@ class LeaderElection:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, config: Any = None) -> None:
+    def start(self, config: Config | None = None) -> None:
         """Start the lease thread (once). ``config`` defaults to the constructor's."""
         with self._cond:
             if self._state != "idle":
@@ -377,8 +382,14 @@ class LeaderElection:
     def stop(self, timeout: float | None = None) -> None:
         """The leader work has stopped: release the Lease if still ours, join the lease thread.
 
-        Call this only once the work guarded by the election is over (:meth:`run` does).
+        Call this only once the work guarded by the election is over. While :meth:`run` is
+        running on another thread, this only asks it to stop (it drains, then releases).
         """
+        with self._cond:
+            if self._runner is not None and self._runner is not threading.current_thread():
+                self._run_stop.set()
+                self._cond.notify_all()
+                return
         self._stop_requested.set()
         with self._cond:
             self._cond.notify_all()
@@ -398,7 +409,7 @@ class LeaderElection:
         leader_work: Callable[[threading.Event], None],
         *,
         stop: threading.Event | None = None,
-        config: Any = None,
+        config: Config | None = None,
         join_timeout: float | None = None,
     ) -> None:
         """Elect, run ``leader_work(stop_event)`` on a worker thread while leading, release.
@@ -410,6 +421,12 @@ class LeaderElection:
         If the work does not return within ``join_timeout`` the Lease is not released (it
         expires) and RuntimeError is raised.
         """
+        with self._cond:
+            if self._runner is not None:
+                raise RuntimeError("LeaderElection.run is already running")
+            if self._state in ("lost", "stopped"):
+                raise RuntimeError("LeaderElection instances can only run once")
+            self._runner = threading.current_thread()
         if self._thread is None:
             self.start(config)
         outcome = "stopped"
@@ -436,6 +453,8 @@ class LeaderElection:
                 )
             joined = True
         finally:
+            with self._cond:
+                self._runner = None
             if joined or not self.leading.is_set():
                 self.stop()
             else:
@@ -457,11 +476,12 @@ class LeaderElection:
                     raise self._failure
                 if self._state == "leading":
                     return True
-                if self._state not in ("acquiring", "holding") or (
-                    stop is not None and stop.is_set()
-                ):
+                if self._state not in ("acquiring", "holding") or self._stopping(stop):
                     return False
                 self._cond.wait(_TICK if stop is not None else None)
+
+    def _stopping(self, stop: threading.Event | None) -> bool:
+        return self._run_stop.is_set() or (stop is not None and stop.is_set())
 
     def _work(
         self,
@@ -493,7 +513,7 @@ class LeaderElection:
                     return "lost"
                 if done.is_set():
                     return "finished"
-                if stop is not None and stop.is_set():
+                if self._stopping(stop):
                     return "stopped"
                 self._cond.wait(min(remaining, _TICK) if stop is not None else remaining)
 
@@ -736,7 +756,7 @@ class LeaderElection:
         namespace = getattr(self.config, "namespace", None) or "default"
         return _dns_name(namespace, label=True)
 
-    def _client_api(self, config: Any) -> LeaseAPI:
+    def _client_api(self, config: Config | None) -> LeaseAPI:
         if config is None:
             raise ValueError("LeaderElection needs a Config: pass config= to it or to start()")
         self.config = config
@@ -750,7 +770,7 @@ class _ClientLeaseAPI:
     with the caller's read timeout.
     """
 
-    def __init__(self, config: Any, namespace: str, name: str) -> None:
+    def __init__(self, config: Config, namespace: str, name: str) -> None:
         self._transport = config.transport
         self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self._item = f"{self._collection}/{name}"

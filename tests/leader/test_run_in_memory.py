@@ -191,3 +191,27 @@ def test_runs_once() -> None:
     election.run(lambda s: None, stop=stop)
     with pytest.raises(RuntimeError, match="only run once"):
         election.start()
+
+
+def test_stop_from_another_thread_while_running_drains_then_releases() -> None:
+    store = FakeLeaseStore()
+    election = elector(store, "a")
+    working = threading.Event()
+    drained: list[str] = []
+
+    def work(stop: threading.Event) -> None:
+        working.set()
+        stop.wait(10)
+        assert election.is_leader  # still renewing while draining
+        drained.append(store.snapshot()["spec"]["holderIdentity"])  # type: ignore[index]
+
+    thread = threading.Thread(target=election.run, args=(work,))
+    thread.start()
+    assert working.wait(5)
+    election.stop()  # asks run() to stop; run() releases after the work returns
+    thread.join(5)
+    assert not thread.is_alive()
+    assert drained == ["a"]
+    assert store.snapshot()["spec"]["holderIdentity"] == ""  # type: ignore[index]
+    with pytest.raises(RuntimeError, match="only run once"):
+        election.run(work)
