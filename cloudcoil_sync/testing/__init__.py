@@ -40,8 +40,10 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   come from ``add_token``/``service_account_token``. RBAC is evaluated from the stored Roles,
   ClusterRoles and bindings (aggregated ClusterRoles are not expanded); discovery, /version and
   health endpoints are open to every authenticated user.
-- Admission webhooks are not called yet: ``admission_hooks`` receive every write before it is
-  applied and the webhook caller will be one such hook (design in ``hooks.py``). Deployment
+- Admission webhooks registered by Mutating/ValidatingWebhookConfigurations are called over
+  HTTPS for writes made over HTTP only (not for the emulator's own controllers, ``/scale``
+  or ``deletecollection`` items); Services are reached through ``route_service`` and
+  ``matchPolicy`` is always Exact (details in ``admission.py``). Deployment
   status is only written when ``Emulator(deployments=...)`` enables the simulator in
   ``rollout.py``; otherwise it changes only through ``/status`` writes.
 - Namespaces must exist before objects are created in them (``default``, ``kube-system``,

@@ -228,6 +228,7 @@ def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], use
         body,
         ctype,
         ex.headers.get("User-Agent", ""),
+        user,
     )
     _execute(emu, ex, verb, req)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from . import status as st
 from .deletion import delete, delete_collection
+from .hooks import ObjectAdmission
 from .listing import list_body
 from .managed import Writer, apply_patch, record_update
 from .patch import json_patch, merge_patch
@@ -49,6 +50,7 @@ class Objects:
     def __init__(self, store: Store, require_namespaces: bool = True) -> None:
         self.store = store
         self.require_namespaces = require_namespaces
+        self.admission: ObjectAdmission | None = None  # webhook calls (admission.py)
 
     # -- reads -------------------------------------------------------------------------------
     def get(self, req: Req) -> JSON:
@@ -105,6 +107,8 @@ class Objects:
         if rt.status_subresource:
             obj.pop("status", None)
         apply_defaults(rt, obj, creating=True)
+        obj = self._mutated("CREATE", req, obj, None)
+        meta = obj["metadata"]
         now = now_iso()
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(key, None)
@@ -120,6 +124,8 @@ class Objects:
         if not meta["managedFields"]:
             del meta["managedFields"]
         prepare_for_create(rt, obj)
+        if self.admission is not None:
+            self.admission.validate("CREATE", req, obj, None)
         with self.store.lock:
             self._check_namespace(req)
             if self.store.get(rt.key, req.namespace, req.name) is not None:
@@ -176,6 +182,8 @@ class Objects:
             meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
         meta["resourceVersion"] = old_meta["resourceVersion"]
         apply_defaults(rt, new, creating=False)
+        new = self._mutated("UPDATE", req, new, view_old)
+        meta = new["metadata"]
         validate(rt, new, rt.group)
         _check_finalizers(rt, old_meta, meta)
         if rt.has_generation:
@@ -193,6 +201,8 @@ class Objects:
             )
         if not meta.get("managedFields"):
             meta.pop("managedFields", None)
+        if self.admission is not None:
+            self.admission.validate("UPDATE", req, new, view_old)
         if new == view_old or _same_but_managed(new, view_old):
             return view_old
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
@@ -207,6 +217,15 @@ class Objects:
             self._check_current(req, old)
             stored = self.store.put(rt.key, to_storage(rt, new), old)
         return from_storage(rt, stored)
+
+    def _mutated(self, operation: str, req: Req, obj: JSON, old: JSON | None) -> JSON:
+        """The object after mutating admission; what webhooks changed is validated again."""
+        if self.admission is None:
+            return obj
+        changed = self.admission.mutate(operation, req, obj, old)
+        if changed is not obj:
+            validate(req.rt, changed, req.rt.group)
+        return changed
 
     def _check_current(self, req: Req, old: JSON) -> None:
         current = self.store.get(req.rt.key, req.namespace, req.name)

@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import status as st
+from .admission import WebhookCaller
 from .api import LogEntry, handle
 from .controllers import Controllers
 from .crud import Objects, Req
@@ -64,7 +65,10 @@ class Emulator:
         self.watches = WatchRegistry(self.store)
         self.faults = Faults()
         self.stopping = threading.Event()
-        self.admission_hooks: list[AdmissionHook] = []
+        # Admission webhooks (admission.py): creates/updates via Objects, deletes via the hook.
+        self.webhooks = WebhookCaller(self.store)
+        self.objects.admission = self.webhooks
+        self.admission_hooks: list[AdmissionHook] = [self.webhooks]
         # Deployment-status simulator (see rollout.py); None leaves Deployment status alone.
         self.rollouts = (
             RolloutSimulator(self.store, self.objects, self.registry, deployments)
@@ -143,6 +147,16 @@ class Emulator:
     def add_token(self, token: str, user: str, groups: tuple[str, ...] | list[str] = ()) -> None:
         """Accept ``token`` as ``user`` (in ``groups``); it is authorized by RBAC."""
         self.authorizer.add_token(token, user, groups)
+
+    def route_service(
+        self, namespace: str, name: str, host: str, port: int, server_name: str | None = None
+    ) -> None:
+        """Send admission webhook calls for Service ``namespace/name`` to ``host:port``.
+
+        The webhook's certificate is verified for ``server_name``, by default
+        ``<name>.<namespace>.svc`` as kube-apiserver does.
+        """
+        self.webhooks.route_service(namespace, name, host, port, server_name)
 
     def service_account_token(self, namespace: str, name: str) -> str:
         """A token for ``system:serviceaccount:<namespace>:<name>``."""

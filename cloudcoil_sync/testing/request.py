@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .managed import Writer, manager_name
+from .rbac import User
 from .resources import ResourceType
 
 __all__ = ["Req", "now_iso"]
@@ -26,6 +27,8 @@ class Req:
     body: Any = None
     content_type: str = "application/json"
     user_agent: str = ""
+    # The authenticated user of an HTTP request; None for the emulator's own writes.
+    user: User | None = None
 
     @property
     def dry_run(self) -> bool:

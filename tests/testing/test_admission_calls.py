@@ -1,0 +1,421 @@
+"""The emulator calls registered admission webhooks over real TLS (AdmissionWebhook server)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace, Secret
+
+from cloudcoil_sync.admission import AdmissionDenied, AdmissionRequest, AdmissionWebhook
+from cloudcoil_sync.admission.server import WebhookHost
+from cloudcoil_sync.client import BadRequest, Config, Forbidden, ServerError
+from cloudcoil_sync.testing import Emulator
+from cloudcoil_sync.testing.tls import CertificateAuthority
+
+from .admission_server import (
+    CONFIG_NAME,
+    SERVICE_NAME,
+    SERVICE_NAMESPACE,
+    Calls,
+    SilentListener,
+    closed_port,
+    recorded,
+    serve,
+)
+from .conftest import Client
+
+MUTATE = "/mutate/configmaps"
+VALIDATE = "/validate/configmaps"
+MUTATOR = f"mutate-0.{CONFIG_NAME}"
+VALIDATOR = f"validate-1.{CONFIG_NAME}"
+WRITES = ("CREATE", "UPDATE", "DELETE")
+
+
+@pytest.fixture(scope="module")
+def ca() -> CertificateAuthority:
+    return CertificateAuthority("admission-calls-test-ca")
+
+
+@pytest.fixture
+def calls() -> Calls:
+    return Calls()
+
+
+@pytest.fixture
+def start(ca: CertificateAuthority, tmp_path: Path) -> Iterator[Callable[..., WebhookHost]]:
+    """Serve a webhook over HTTPS; stopped (threads joined) after the test."""
+    servers: list[Generator[WebhookHost, None, None]] = []
+
+    def run(webhook: AdmissionWebhook) -> WebhookHost:
+        server = serve(webhook, ca, tmp_path / f"tls-{len(servers)}")
+        servers.append(server)
+        return next(server)
+
+    yield run
+    for server in servers:
+        server.close()
+
+
+def add_label(request: AdmissionRequest[Any]) -> Any:
+    resource = request.resource
+    if resource is None:  # DELETE: nothing to mutate
+        return None
+    resource.metadata.labels = {**(resource.metadata.labels or {}), "mutated": "yes"}
+    return resource
+
+
+def allow(request: AdmissionRequest[Any]) -> None:
+    return None
+
+
+def install(
+    kube: Emulator, webhook: AdmissionWebhook, ca_pem: bytes, host: WebhookHost | None
+) -> list[dict[str, Any]]:
+    """Store the webhook's generated configurations and route their Service to ``host``."""
+    documents = webhook.configurations(
+        name=CONFIG_NAME,
+        service_name=SERVICE_NAME,
+        service_namespace=SERVICE_NAMESPACE,
+        ca_bundle=ca_pem,
+    )
+    for document in documents:
+        kube.create_object(document)
+    if host is not None:
+        address, port = host.address
+        kube.route_service(SERVICE_NAMESPACE, SERVICE_NAME, address, port)
+    return documents
+
+
+def configmaps(config: Config, namespace: str = "default") -> Any:
+    return config.client(ConfigMap, namespace=namespace)
+
+
+def new_configmap(name: str, **labels: str) -> ConfigMap:
+    return ConfigMap.model_validate(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": labels or None},
+            "data": {"k": "v"},
+        }
+    )
+
+
+def stored_labels(kube: Emulator, name: str, namespace: str = "default") -> dict[str, str]:
+    obj = kube.get_object("", "configmaps", namespace, name)
+    assert obj is not None
+    return dict(obj["metadata"].get("labels") or {})
+
+
+def test_mutating_webhook_labels_created_object(
+    kube_emulator: Emulator, ca: CertificateAuthority, calls: Calls, start: Callable[..., Any]
+) -> None:
+    webhook = AdmissionWebhook()
+    webhook.mutating(ConfigMap, path=MUTATE, operations=WRITES)(recorded(calls, MUTATE, add_label))
+    host = start(webhook)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+    client = configmaps(kube_emulator.config())
+
+    created = client.create(new_configmap("one", team="a"))
+
+    assert created.metadata.labels == {"team": "a", "mutated": "yes"}
+    assert stored_labels(kube_emulator, "one") == {"team": "a", "mutated": "yes"}
+    (request,) = calls.of(MUTATE)
+    assert request.operation == "CREATE"
+    assert (request.name, request.namespace, request.dry_run) == ("one", "default", False)
+    assert request.user_info.username == "system:admin"
+    assert "system:masters" in request.user_info.groups
+    assert request.old_resource is None
+    assert request.options is not None and request.options["kind"] == "CreateOptions"
+
+
+def test_updates_patches_apply_and_deletes_are_admitted(
+    kube_emulator: Emulator, ca: CertificateAuthority, calls: Calls, start: Callable[..., Any]
+) -> None:
+    webhook = AdmissionWebhook()
+    webhook.mutating(ConfigMap, path=MUTATE, operations=WRITES)(recorded(calls, MUTATE, add_label))
+    host = start(webhook)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+    client = configmaps(kube_emulator.config())
+    client.create(new_configmap("two"))
+
+    # A merge patch removing the label: the webhook sees the patched object and re-adds it.
+    client.merge_patch("two", {"metadata": {"labels": {"mutated": None, "x": "1"}}})
+    assert stored_labels(kube_emulator, "two") == {"x": "1", "mutated": "yes"}
+    update = calls.of(MUTATE)[-1]
+    assert update.operation == "UPDATE"
+    assert update.old_resource is not None
+    assert update.old_resource.metadata.labels == {"mutated": "yes"}
+    assert update.raw_object is not None
+    assert update.raw_object["metadata"]["labels"] == {"x": "1"}
+
+    client.apply(new_configmap("three", y="2"), field_manager="tester")  # apply that creates
+    assert stored_labels(kube_emulator, "three") == {"y": "2", "mutated": "yes"}
+    assert calls.of(MUTATE)[-1].operation == "CREATE"
+
+    current = client.get("two")
+    current.metadata.labels = {}
+    replaced = client.replace(current)  # PUT
+    assert replaced.metadata.labels == {"mutated": "yes"}
+
+    client.delete("two")
+    deletion = calls.of(MUTATE)[-1]
+    assert deletion.operation == "DELETE"
+    assert deletion.resource is None
+    assert deletion.old_resource is not None and deletion.old_resource.metadata.name == "two"
+    assert kube_emulator.get_object("", "configmaps", "default", "two") is None
+
+
+def test_validating_denial_reaches_the_client_as_a_typed_error(
+    kube_emulator: Emulator, ca: CertificateAuthority, calls: Calls, start: Callable[..., Any]
+) -> None:
+    def deny(request: AdmissionRequest[Any]) -> None:
+        raise AdmissionDenied("configmaps named bad are not allowed")
+
+    webhook = AdmissionWebhook()
+    webhook.mutating(ConfigMap, path=MUTATE)(recorded(calls, MUTATE, add_label))
+    webhook.validating(ConfigMap, path=VALIDATE)(recorded(calls, VALIDATE, deny))
+    host = start(webhook)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+
+    with pytest.raises(Forbidden) as caught:
+        configmaps(kube_emulator.config()).create(new_configmap("bad"))
+
+    assert caught.value.status_code == 403
+    assert caught.value.reason == "Forbidden"
+    assert caught.value.message == (
+        f'admission webhook "{VALIDATOR}" denied the request: configmaps named bad are not allowed'
+    )
+    assert kube_emulator.get_object("", "configmaps", "default", "bad") is None
+
+
+def test_mutating_runs_before_validating(
+    kube_emulator: Emulator, ca: CertificateAuthority, calls: Calls, start: Callable[..., Any]
+) -> None:
+    def require_label(request: AdmissionRequest[Any]) -> None:
+        assert request.resource is not None
+        if (request.resource.metadata.labels or {}).get("mutated") != "yes":
+            raise AdmissionDenied("not mutated first")
+
+    webhook = AdmissionWebhook()
+    # Registered validating first: order comes from the configuration kinds, not registration.
+    webhook.validating(ConfigMap, path=VALIDATE)(recorded(calls, VALIDATE, require_label))
+    webhook.mutating(ConfigMap, path=MUTATE)(recorded(calls, MUTATE, add_label))
+    host = start(webhook)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+
+    configmaps(kube_emulator.config()).create(new_configmap("ordered"))
+
+    (validated,) = calls.of(VALIDATE)
+    assert validated.resource is not None
+    assert validated.resource.metadata.labels == {"mutated": "yes"}
+    assert validated.resource.metadata.uid  # validating webhooks see the prepared object
+    assert stored_labels(kube_emulator, "ordered") == {"mutated": "yes"}
+
+
+def test_rule_and_namespace_selector_mismatches_are_not_called(
+    kube_emulator: Emulator, ca: CertificateAuthority, calls: Calls, start: Callable[..., Any]
+) -> None:
+    webhook = AdmissionWebhook()
+    webhook.validating(Secret, path="/validate/secrets")(recorded(calls, "secrets", allow))
+    webhook.validating(ConfigMap, path="/validate/deletes", operations=("DELETE",))(
+        recorded(calls, "deletes", allow)
+    )
+    webhook.validating(
+        ConfigMap,
+        path="/validate/team-a",
+        namespace_selector={"matchLabels": {"team": "a"}},
+    )(recorded(calls, "team-a", allow))
+    webhook.validating(
+        ConfigMap,
+        path="/validate/named",
+        namespace_selector={
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["blue"]},
+                {"key": "frozen", "operator": "DoesNotExist"},
+            ]
+        },
+    )(recorded(calls, "named", allow))
+    host = start(webhook)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+    config = kube_emulator.config()
+    namespaces = config.client(Namespace)
+    for name, labels in (("blue", {}), ("green", {"team": "a"})):
+        namespaces.create(
+            Namespace.model_validate({"metadata": {"name": name, "labels": labels or None}})
+        )
+
+    configmaps(config, "default").create(new_configmap("plain"))
+    assert calls.seen == {}  # wrong kind, wrong operation, selectors do not match default
+
+    configmaps(config, "green").create(new_configmap("g"))
+    configmaps(config, "blue").create(new_configmap("b"))
+    assert [r.namespace for r in calls.of("team-a")] == ["green"]
+    assert [r.namespace for r in calls.of("named")] == ["blue"]
+    assert calls.of("secrets") == [] and calls.of("deletes") == []
+
+    configmaps(config, "blue").delete("b")
+    assert [r.operation for r in calls.of("deletes")] == ["DELETE"]
+
+
+MUTATING_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+VALIDATING_PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+
+
+@pytest.mark.parametrize("unreachable", ["no-route", "refused"])
+def test_unreachable_webhook_fails_or_is_ignored_by_policy(
+    kube_emulator: Emulator, ca: CertificateAuthority, client: Client, unreachable: str
+) -> None:
+    for policy in ("Fail", "Ignore"):
+        webhook = AdmissionWebhook()
+        webhook.validating(ConfigMap, path=f"/validate/{policy.lower()}", failure_policy=policy)(
+            allow
+        )
+        documents = webhook.configurations(
+            name=f"{policy.lower()}.operators.cloudcoil.io",
+            service_name=SERVICE_NAME,
+            service_namespace=SERVICE_NAMESPACE,
+            ca_bundle=ca.cert_pem,
+        )
+        assert client.post(VALIDATING_PATH, documents[0]).status_code == 201
+    if unreachable == "refused":
+        kube_emulator.route_service(SERVICE_NAMESPACE, SERVICE_NAME, "127.0.0.1", closed_port())
+    cms = configmaps(kube_emulator.config())
+
+    with pytest.raises(ServerError) as caught:
+        cms.create(new_configmap("blocked"))
+
+    name = "validate-0.fail.operators.cloudcoil.io"
+    url = f"https://{SERVICE_NAME}.{SERVICE_NAMESPACE}.svc:443/validate/fail?timeout=5s"
+    error = caught.value
+    assert error.status_code == 500 and error.reason == "InternalError"
+    assert error.message.startswith(
+        f'Internal error occurred: failed calling webhook "{name}": '
+        f'failed to call webhook: Post "{url}": '
+    )
+    assert ("connection refused" if unreachable == "refused" else "has no route") in error.message
+    assert error.causes == [{"message": error.message.removeprefix("Internal error occurred: ")}]
+    assert kube_emulator.get_object("", "configmaps", "default", "blocked") is None
+
+    # Without the Fail webhook, the unreachable Ignore webhook does not block anything.
+    deleted = client.delete(f"{VALIDATING_PATH}/fail.operators.cloudcoil.io")
+    assert deleted.status_code == 200
+    assert cms.create(new_configmap("allowed")).metadata.name == "allowed"
+
+
+def test_url_client_config_and_timeout(
+    kube_emulator: Emulator,
+    ca: CertificateAuthority,
+    calls: Calls,
+    start: Callable[..., Any],
+    client: Client,
+) -> None:
+    webhook = AdmissionWebhook()
+    webhook.mutating(ConfigMap, path=MUTATE)(recorded(calls, MUTATE, add_label))
+    address, port = start(webhook).address
+    silent = SilentListener()
+    try:
+        install(kube_emulator, webhook, ca.cert_pem, None)  # no service route
+        path = f"{MUTATING_PATH}/{CONFIG_NAME}"
+        current = client.get(path).json()
+        hook = current["webhooks"][0]
+        hook["clientConfig"] = {
+            "url": f"https://{address}:{port}{MUTATE}",
+            "caBundle": hook["clientConfig"]["caBundle"],
+        }
+        assert client.put(path, current).status_code == 200
+        cms = configmaps(kube_emulator.config())
+        assert cms.create(new_configmap("by-url")).metadata.labels == {"mutated": "yes"}
+
+        current = client.get(path).json()
+        slow = {
+            **hook,
+            "name": "slow.demo.operators.cloudcoil.io",
+            "timeoutSeconds": 1,
+            "clientConfig": {**hook["clientConfig"], "url": f"https://127.0.0.1:{silent.port}/x"},
+        }
+        current["webhooks"].append(slow)
+        assert client.put(path, current).status_code == 200
+        began = time.monotonic()
+        with pytest.raises(ServerError) as caught:
+            cms.create(new_configmap("too-slow"))
+        elapsed = time.monotonic() - began
+        assert caught.value.message == (
+            'Internal error occurred: failed calling webhook "slow.demo.operators.cloudcoil.io": '
+            f'failed to call webhook: Post "https://127.0.0.1:{silent.port}/x?timeout=1s": '
+            "context deadline exceeded"
+        )
+        assert 0.9 <= elapsed < 4
+    finally:
+        silent.close()
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_wrong_ca_bundle_fails_tls_verification(
+    kube_emulator: Emulator,
+    calls: Calls,
+    start: Callable[..., Any],
+    policy: str,
+) -> None:
+    other = CertificateAuthority("someone-else")
+    webhook = AdmissionWebhook()
+    webhook.mutating(ConfigMap, path=MUTATE, failure_policy=policy)(
+        recorded(calls, MUTATE, add_label)
+    )
+    host = start(webhook)
+    install(kube_emulator, webhook, other.cert_pem, host)
+    cms = configmaps(kube_emulator.config())
+
+    if policy == "Fail":
+        with pytest.raises(ServerError) as caught:
+            cms.create(new_configmap("untrusted"))
+        assert caught.value.status_code == 500
+        assert caught.value.message.startswith(
+            f'Internal error occurred: failed calling webhook "{MUTATOR}": '
+        )
+        assert "tls: failed to verify certificate" in caught.value.message
+        assert kube_emulator.get_object("", "configmaps", "default", "untrusted") is None
+    else:
+        assert cms.create(new_configmap("untrusted")).metadata.labels is None
+        assert stored_labels(kube_emulator, "untrusted") == {}
+    assert calls.of(MUTATE) == []  # the handshake failed: the handler never ran
+
+
+def test_dry_run_calls_side_effect_free_webhooks_only(
+    kube_emulator: Emulator,
+    ca: CertificateAuthority,
+    calls: Calls,
+    start: Callable[..., Any],
+    client: Client,
+) -> None:
+    webhook = AdmissionWebhook()
+    webhook.mutating(ConfigMap, path=MUTATE)(recorded(calls, MUTATE, add_label))
+    host = start(webhook)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+    cms = configmaps(kube_emulator.config())
+
+    preview = cms.create(new_configmap("preview"), dry_run=True)
+    assert preview.metadata.labels == {"mutated": "yes"}
+    assert kube_emulator.get_object("", "configmaps", "default", "preview") is None
+    (request,) = calls.of(MUTATE)
+    assert request.dry_run is True
+    assert request.options == {
+        "kind": "CreateOptions",
+        "apiVersion": "meta.k8s.io/v1",
+        "dryRun": ["All"],
+    }
+
+    path = f"{MUTATING_PATH}/{CONFIG_NAME}"
+    current = client.get(path).json()
+    current["webhooks"][0]["sideEffects"] = "Some"
+    assert client.put(path, current).status_code == 200
+    with pytest.raises(BadRequest) as caught:
+        cms.create(new_configmap("preview"), dry_run=True)
+    assert caught.value.message == f'admission webhook "{MUTATOR}" does not support dry run'
+    assert len(calls.of(MUTATE)) == 1
+    # Side effects are fine for real writes.
+    assert cms.create(new_configmap("real")).metadata.labels == {"mutated": "yes"}
