@@ -40,6 +40,11 @@ def kube_emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
 
 
 @pytest.fixture
-def kube_config(kube_emulator: Emulator) -> Config:
-    """Client configuration for ``kube_emulator`` (admin token, namespace ``default``)."""
-    return kube_emulator.config()
+def kube_config(kube_emulator: Emulator) -> Iterator[Config]:
+    """Client configuration for ``kube_emulator`` (admin token, namespace ``default``).
+
+    Its connection pool is closed after the test.
+    """
+    config = kube_emulator.config()
+    yield config
+    config.close()
