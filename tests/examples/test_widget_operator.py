@@ -1,0 +1,191 @@
+"""examples/widget_operator.py: manifests (reference §7); the operator against the emulator."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+from example_harness import PEM_CA, Running, conditions, load, prepare
+
+from cloudcoil_sync.client import Config, Forbidden
+from cloudcoil_sync.testing import Emulator
+
+GROUP = "examples.cloudcoil.dev"
+
+
+def by_kind(documents: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {doc["kind"]: doc for doc in documents}
+
+
+def test_manifests_match_the_golden_example(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLOUDCOIL_NAMESPACE", "operators")
+    module = load("widget_operator")
+    docs = module.app.manifests(image="widgets:v1", ca_bundle=PEM_CA)
+    assert [d["kind"] for d in docs] == [
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "Deployment",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ]
+    kinds = by_kind(docs)
+    crd = kinds["CustomResourceDefinition"]
+    assert crd["metadata"]["name"] == f"widgets.{GROUP}"
+    assert crd["spec"]["names"]["shortNames"] == ["wd"]
+    version = crd["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}}
+    assert version["additionalPrinterColumns"][0] == {
+        "name": "Phase",
+        "type": "string",
+        "priority": 0,
+        "jsonPath": ".status.phase",
+    }
+    rules = {
+        (r["apiGroups"][0], r["resources"][0], tuple(r.get("resourceNames", ()))): r["verbs"]
+        for r in kinds["Role"]["rules"]
+    }
+    assert rules == {
+        ("", "configmaps", ()): ["create", "get", "list", "patch", "watch"],
+        ("", "configmaps", ("widget-policy",)): ["get"],
+        ("", "services", ()): ["create", "get", "list", "patch", "watch"],
+        ("apps", "deployments", ()): ["create", "get", "list", "patch", "watch"],
+        ("coordination.k8s.io", "leases", ()): ["create"],
+        ("coordination.k8s.io", "leases", ("widgets",)): ["get", "update"],
+        ("events.k8s.io", "events", ()): ["create"],
+        (GROUP, "widgets", ()): ["get", "list", "patch", "watch"],
+        (GROUP, "widgets/status", ()): ["patch"],
+    }
+    pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    assert pod["volumes"][0]["secret"]["secretName"] == "widgets-tls"
+    assert pod["containers"][0]["args"] == ["run"]
+    mutate = kinds["MutatingWebhookConfiguration"]["webhooks"][0]
+    validate = kinds["ValidatingWebhookConfiguration"]["webhooks"][0]
+    assert mutate["name"] == "mutate-0.widgets.operators.cloudcoil.io"
+    assert validate["name"] == "validate-1.widgets.operators.cloudcoil.io"
+    assert mutate["clientConfig"]["service"]["path"].startswith("/mutate/default-labels-")
+    assert validate["clientConfig"]["service"]["path"].startswith("/validate/validate-message-")
+    assert base64.b64decode(mutate["clientConfig"]["caBundle"]) == PEM_CA
+    assert mutate["namespaceSelector"]["matchExpressions"][0]["values"] == ["operators"]
+    assert mutate["rules"][0]["resources"] == ["widgets"]
+
+
+def widget_state(kube: Emulator, name: str) -> dict[str, Any] | None:
+    return kube.get_object(GROUP, "widgets", "default", name)
+
+
+def ready(kube: Emulator, name: str) -> bool:
+    return conditions(widget_state(kube, name)).get("Ready", {}).get("status") == "True"
+
+
+@pytest.mark.kube_emulator(deployments="available")
+def test_widget_converges_with_admission_and_waits_for_rollouts(
+    kube_emulator: Emulator, tmp_path: Path
+) -> None:
+    module = load("widget_operator")
+    app = module.app
+    config: Config = prepare(app, kube_emulator, tmp_path)
+    rollouts = kube_emulator.rollouts
+    assert rollouts is not None
+    rollouts.mode = "never"  # the Widget's Deployment keeps rolling out
+    running = Running(app).start()
+    try:
+        widgets = config.client(module.Widget)
+        widgets.create(
+            module.Widget.model_validate(
+                {"metadata": {"name": "hello"}, "spec": {"message": "hi", "replicas": 2}}
+            )
+        )
+
+        def rolling_out() -> bool:
+            found = conditions(widget_state(kube_emulator, "hello"))
+            return found.get("WorkloadAvailable", {}).get("reason") == "RollingOut"
+
+        assert kube_emulator.wait_for(rolling_out, timeout=20)
+        state = widget_state(kube_emulator, "hello") or {}
+        found = conditions(state)
+        assert [found[c]["status"] for c in ("ConfigurationReady", "DeploymentApplied")] == [
+            "True",
+            "True",
+        ]
+        assert found["Ready"]["status"] == "False"
+        assert state["status"]["phase"] == "RollingOut"
+        # The mutating webhook labelled it on the way in.
+        assert state["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "widgets"
+
+        # Children: message in the ConfigMap, replicas on the Deployment, a Service.
+        config_map = kube_emulator.get_object("", "configmaps", "default", "hello-config")
+        assert config_map is not None and config_map["data"] == {"message": "hi"}
+        deployment = kube_emulator.get_object("apps", "deployments", "default", "hello")
+        assert deployment is not None and deployment["spec"]["replicas"] == 2
+        assert kube_emulator.get_object("", "services", "default", "hello") is not None
+
+        # A new generation rolls out: the Widget becomes Ready and Available.
+        rollouts.mode = "available"
+        widgets.raw.merge_patch("hello", {"spec": {"replicas": 3}})
+        assert kube_emulator.wait_for(lambda: ready(kube_emulator, "hello"), timeout=20)
+        state = widget_state(kube_emulator, "hello") or {}
+        assert state["status"]["phase"] == "Available"
+        assert state["status"]["availableReplicas"] == 3
+
+        # Drift: a deleted child comes back, an edited one is put back.
+        old = kube_emulator.get_object("", "configmaps", "default", "hello-config") or {}
+        config.client(module.ConfigMap).delete("hello-config")
+
+        def recreated() -> bool:
+            new = kube_emulator.get_object("", "configmaps", "default", "hello-config")
+            return new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
+
+        assert kube_emulator.wait_for(recreated, timeout=20)
+        config.client(module.ConfigMap).raw.merge_patch("hello-config", {"data": {"message": "x"}})
+
+        def repaired() -> bool:
+            new = kube_emulator.get_object("", "configmaps", "default", "hello-config") or {}
+            return new.get("data") == {"message": "hi"}
+
+        assert kube_emulator.wait_for(repaired, timeout=20)
+    finally:
+        running.close()
+
+
+@pytest.mark.kube_emulator(deployments="available")
+def test_validating_webhook_reads_the_policy_live(
+    kube_emulator: Emulator, kube_config: Config, tmp_path: Path
+) -> None:
+    module = load("widget_operator")
+    app = module.app
+    config = prepare(app, kube_emulator, tmp_path)
+    running = Running(app).start()
+    try:
+        widgets = config.client(module.Widget)
+
+        def create(name: str, message: str, replicas: int) -> Any:
+            return widgets.create(
+                module.Widget.model_validate(
+                    {
+                        "metadata": {"name": name},
+                        "spec": {"message": message, "replicas": replicas},
+                    }
+                )
+            )
+
+        assert create("free", "anything goes", 7).metadata.name == "free"  # no policy yet
+        with pytest.raises(Forbidden, match=r"spec\.message must not be blank"):
+            create("blank", "  ", 1)
+        kube_config.client(module.ConfigMap).raw.create(
+            {
+                "metadata": {"name": "widget-policy"},
+                "data": {"maxReplicas": "3", "forbiddenWords": "legacy, beta"},
+            }
+        )
+        with pytest.raises(Forbidden, match=r"exceeds the policy's 3"):
+            create("big", "hello", 5)
+        with pytest.raises(Forbidden, match=r"forbidden word 'beta'"):
+            create("beta", "a Beta widget", 1)
+        assert create("fine", "hello", 3).metadata.labels["tier"] == "web"
+    finally:
+        running.close()
