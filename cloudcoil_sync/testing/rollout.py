@@ -60,6 +60,8 @@ class RolloutSimulator:
         self._queue: queue.Queue[Target | None] = queue.Queue()
         self._seen: dict[tuple[str, str], Target] = {}  # guarded by the store lock
         self._thread: threading.Thread | None = None
+        self._pending = 0  # observed generations whose writes are not done yet
+        self._idle = threading.Condition()
         store.listeners.append(self.observe)
 
     @property
@@ -95,7 +97,21 @@ class RolloutSimulator:
         target = (*ref, meta.get("uid", ""), int(meta.get("generation", 1)))
         if self._seen.get(ref) != target:
             self._seen[ref] = target
+            with self._idle:
+                self._pending += 1
             self._queue.put(target)
+
+    def idle(self, timeout: float) -> bool:
+        """Wait until every observed generation has its final status written (for
+        ``"never"``: its progressing status); False if ``timeout`` passed first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    def _finished(self) -> None:
+        with self._idle:
+            self._pending -= 1
+            if not self._pending:
+                self._idle.notify_all()
 
     # -- work (simulator thread) -------------------------------------------------------------
     def _run(self) -> None:
@@ -116,8 +132,11 @@ class RolloutSimulator:
                 if mode != "never":
                     delay = 0.0 if mode == "available" else float(mode)
                     heapq.heappush(due, (time.monotonic() + delay, item))
+                else:
+                    self._finished()
             while due and due[0][0] <= time.monotonic():
                 self._write(heapq.heappop(due)[1], available=True)
+                self._finished()
 
     def _write(self, target: Target, *, available: bool) -> None:
         namespace, name, uid, generation = target

@@ -62,6 +62,7 @@ def test_available_mode_completes_every_generation(kube_emulator: Emulator) -> N
 
 @pytest.mark.kube_emulator(deployments=0.3)
 def test_delay_reports_progress_first(kube_emulator: Emulator) -> None:
+    assert kube_emulator.rollouts is not None and kube_emulator.rollouts.idle(0)
     started = time.monotonic()
     apply(kube_emulator, DEPLOYMENT)
     assert kube_emulator.wait_for(lambda: "status" in current(kube_emulator))
@@ -69,7 +70,8 @@ def test_delay_reports_progress_first(kube_emulator: Emulator) -> None:
     if time.monotonic() - started < 0.25:  # still inside the delay
         assert status["updatedReplicas"] == 2 and status["unavailableReplicas"] == 2
         assert "availableReplicas" not in status
-    assert kube_emulator.wait_for(lambda: available(kube_emulator))
+    assert kube_emulator.rollouts.idle(5)
+    assert available(kube_emulator)
     assert time.monotonic() - started >= 0.3
 
 
