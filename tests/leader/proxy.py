@@ -47,6 +47,8 @@ class FaultProxy:
 
     def close(self) -> None:
         self._closed.set()
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
         self._listener.close()
         with self._lock:
             sockets = list(self._sockets)

@@ -154,6 +154,7 @@ def test_renewals_failing_stop_the_work_before_anyone_can_take_over(
                 proxy.set_mode("blackhole")  # partition the leader
                 assert standby.wait_leader(5)
                 seen["took_over"] = time.monotonic()
+                proxy.set_mode("reset")  # unblock the partitioned lease thread's connect
                 thread.join(15)
                 assert not thread.is_alive()
         finally:
