@@ -169,3 +169,15 @@ def test_script_reports_forbidden_as_one_line(kube: Emulator, tmp_path: Path) ->
     assert done.stderr.startswith(
         f"Error: applying CustomResourceDefinition {CRD} failed: 403 Forbidden"
     )
+
+
+def test_without_webhooks_flag_installs_crds_and_rbac_of_a_webhook_app(
+    kube: Emulator, kubeconfig: Path
+) -> None:
+    result = invoke(gadgets(b""), "install", "--without-webhooks")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines()[-1].startswith("installed 4 objects in ")
+    objects = stored(kube)
+    assert objects["crd"] is not None and objects["role"] is not None
+    assert objects["service"] is None and objects["deployment"] is None
+    assert objects["mutating"] is None and objects["validating"] is None
