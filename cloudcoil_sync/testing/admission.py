@@ -36,8 +36,8 @@ Simplifications:
   first denial or failure ends the request.
 - Mutating webhooks see the object after generateName and defaulting; ``managedFields`` of
   an apply that creates an object do not record fields the webhooks added.
-- A patch that changes apiVersion, kind, name or namespace counts as a failed call. Patches
-  that cannot be applied reject the write with 500 whatever the failure policy.
+- A patch that changes apiVersion, kind, name or namespace, like one that cannot be
+  applied, rejects the write with 500 ``InternalError`` whatever the failure policy.
 - ``timeoutSeconds`` bounds connecting and each later socket operation with the time left,
   not a slowly dripping answer as a whole. One connection per call (no keep-alive).
 - Error detail after ``failed calling webhook "<name>": `` names Python's reason (e.g.
@@ -66,7 +66,7 @@ from .request import Req
 from .store import Store
 from .validation import from_storage
 
-__all__ = ["ServiceRoute", "WebhookCaller"]
+__all__ = ["Attempt", "ServiceRoute", "WebhookCaller", "denied", "rule_matches", "selector_matches"]
 
 JSON = dict[str, Any]
 GROUP = "admissionregistration.k8s.io"
@@ -130,11 +130,14 @@ class WebhookCaller:
         if req.user is None:
             return obj
         attempt = Attempt(operation, req, obj, old, _options(operation, req), req.dry_run)
+        result = obj
         for webhook in self._webhooks(MUTATING, attempt):
             response = self._call(webhook, attempt)
             if response is not None:
-                obj = attempt.obj = _patched(webhook, obj, response)
-        return obj
+                result = attempt.obj = _patched(webhook, result, response)
+        if result is obj or not req.rt.status_subresource:
+            return result
+        return _status_split(req, obj, result)
 
     def validate(self, operation: str, req: Req, obj: JSON, old: JSON | None) -> None:
         """Raise ``ApiError`` when a validating webhook denies or fails the write."""
@@ -169,7 +172,7 @@ class WebhookCaller:
                     yield webhook
 
     def _matches(self, webhook: JSON, attempt: Attempt) -> bool:
-        if not any(_rule_matches(rule, attempt) for rule in webhook.get("rules") or []):
+        if not any(rule_matches(rule, attempt) for rule in webhook.get("rules") or []):
             return False
         if not self._namespace_matches(webhook.get("namespaceSelector"), attempt):
             return False
@@ -446,6 +449,18 @@ def _patched(webhook: JSON, obj: JSON, response: JSON) -> JSON:
     return result
 
 
+def _status_split(req: Req, before: JSON, after: JSON) -> JSON:
+    """Keep only what the endpoint may change, as the strategies after admission do: a
+    ``/status`` write keeps only the new status, any other write keeps the old status."""
+    if req.subresource == "status":
+        kept = {**before, "status": after.get("status")}
+    else:
+        kept = {**after, "status": before.get("status")}
+    if kept["status"] is None:
+        del kept["status"]
+    return kept
+
+
 def _internal(message: str) -> st.ApiError:
     return st.ApiError(
         500,
@@ -470,7 +485,9 @@ def _listed(values: Any, wanted: str) -> bool:
     return isinstance(values, list) and ("*" in values or wanted in values)
 
 
-def _rule_matches(rule: Any, attempt: Attempt) -> bool:
+def rule_matches(rule: Any, attempt: Attempt) -> bool:
+    """kube-apiserver's rule matcher: ``*`` is every resource but no subresource, ``x/*``
+    the resource and all its subresources, ``*/*`` everything."""
     if not isinstance(rule, dict):
         return False
     rt, req = attempt.req.rt, attempt.req

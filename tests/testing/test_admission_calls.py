@@ -8,12 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace, Secret
 
 from cloudcoil_sync.admission import AdmissionDenied, AdmissionRequest, AdmissionWebhook
 from cloudcoil_sync.admission.server import WebhookHost
-from cloudcoil_sync.client import BadRequest, Config, Forbidden, ServerError
+from cloudcoil_sync.client import BadRequest, Config, Forbidden, Invalid, ServerError
 from cloudcoil_sync.testing import Emulator
+from cloudcoil_sync.testing.admission import Attempt, denied, rule_matches, selector_matches
+from cloudcoil_sync.testing.request import Req
+from cloudcoil_sync.testing.resources import Registry
 from cloudcoil_sync.testing.tls import CertificateAuthority
 
 from .admission_server import (
@@ -419,3 +423,217 @@ def test_dry_run_calls_side_effect_free_webhooks_only(
     assert len(calls.of(MUTATE)) == 1
     # Side effects are fine for real writes.
     assert cms.create(new_configmap("real")).metadata.labels == {"mutated": "yes"}
+
+
+def test_status_writes_match_status_rules_and_keep_only_status(
+    kube_emulator: Emulator, ca: CertificateAuthority, calls: Calls, start: Callable[..., Any]
+) -> None:
+    def touch(request: AdmissionRequest[Any]) -> Any:
+        resource = request.resource
+        assert resource is not None and resource.status is not None
+        resource.status.available_replicas = 42
+        resource.spec.replicas = 9  # not the status endpoint's to change: dropped
+        return resource
+
+    path = "/mutate/deployments-status"
+    webhook = AdmissionWebhook()
+    webhook.mutating(Deployment, path=path, subresource="status")(recorded(calls, path, touch))
+    host = start(webhook)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+    deployments = kube_emulator.config().client(Deployment, namespace="default")
+    deployments.create(
+        Deployment.model_validate(
+            {
+                "metadata": {"name": "web"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                    },
+                },
+            }
+        )
+    )
+    assert calls.of(path) == []  # the rule names deployments/status only
+
+    deployments.merge_patch("web", {"status": {"replicas": 1}}, subresource="status")
+
+    (request,) = calls.of(path)
+    assert (request.operation, request.subresource) == ("UPDATE", "status")
+    stored = kube_emulator.get_object("apps", "deployments", "default", "web")
+    assert stored is not None
+    assert stored["status"]["replicas"] == 1
+    assert stored["status"]["availableReplicas"] == 42
+    assert stored["spec"]["replicas"] == 1
+
+
+def test_object_selector_matches_new_or_old_labels(
+    kube_emulator: Emulator,
+    ca: CertificateAuthority,
+    calls: Calls,
+    start: Callable[..., Any],
+    client: Client,
+) -> None:
+    webhook = AdmissionWebhook()
+    webhook.validating(ConfigMap, path=VALIDATE, operations=WRITES)(
+        recorded(calls, VALIDATE, allow)
+    )
+    host = start(webhook)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+    path = f"{VALIDATING_PATH}/{CONFIG_NAME}"
+    current = client.get(path).json()
+    current["webhooks"][0]["objectSelector"] = {"matchLabels": {"admit": "yes"}}
+    assert client.put(path, current).status_code == 200
+    cms = configmaps(kube_emulator.config())
+
+    cms.create(new_configmap("ignored"))
+    cms.create(new_configmap("watched", admit="yes"))
+    cms.merge_patch("watched", {"metadata": {"labels": {"admit": None}}})  # old matches
+    cms.merge_patch("watched", {"data": {"k": "w"}})  # neither matches now
+
+    assert [(r.operation, r.name) for r in calls.of(VALIDATE)] == [
+        ("CREATE", "watched"),
+        ("UPDATE", "watched"),
+    ]
+
+
+def test_namespace_objects_use_their_own_labels(
+    kube_emulator: Emulator, ca: CertificateAuthority, calls: Calls, start: Callable[..., Any]
+) -> None:
+    path = "/validate/namespaces"
+    webhook = AdmissionWebhook()
+    webhook.validating(Namespace, path=path, namespace_selector={"matchLabels": {"team": "a"}})(
+        recorded(calls, path, allow)
+    )
+    host = start(webhook)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+    namespaces = kube_emulator.config().client(Namespace)
+
+    for name, labels in (("plain", None), ("teamed", {"team": "a"})):
+        namespaces.create(Namespace.model_validate({"metadata": {"name": name, "labels": labels}}))
+
+    (request,) = calls.of(path)
+    assert (request.operation, request.name, request.namespace) == ("CREATE", "teamed", "")
+
+
+def test_webhook_reads_the_emulator_and_sees_the_requesting_user(
+    kube_emulator: Emulator, ca: CertificateAuthority, calls: Calls, start: Callable[..., Any]
+) -> None:
+    def quota(request: AdmissionRequest[Any]) -> None:
+        limits = request.client(ConfigMap).get("limits")  # a live read during admission
+        if request.resource is not None and limits.data and request.name in limits.data:
+            raise AdmissionDenied("over quota", code=422, reason="Invalid")
+
+    kube_emulator.add_token("alice-token", "alice", ["team-a", "system:masters"])
+    config = kube_emulator.config()
+    webhook = AdmissionWebhook(config=config)
+    webhook.validating(ConfigMap, path=VALIDATE)(recorded(calls, VALIDATE, quota))
+    host = start(webhook)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+    kube_emulator.create_object(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits"}, "data": {"x": ""}}
+    )
+    as_alice = configmaps(kube_emulator.config(token="alice-token"))
+
+    as_alice.create(new_configmap("fine"))
+    with pytest.raises(Invalid) as caught:
+        as_alice.create(new_configmap("x"))
+
+    assert caught.value.status_code == 422 and caught.value.reason == "Invalid"
+    assert caught.value.message == (
+        f'admission webhook "validate-0.{CONFIG_NAME}" denied the request: over quota'
+    )
+    users = {(r.user_info.username, tuple(r.user_info.groups)) for r in calls.of(VALIDATE)}
+    assert users == {("alice", ("team-a", "system:masters", "system:authenticated"))}
+
+
+# -- the matching rules, without a server -------------------------------------------------------
+REGISTRY = Registry.with_builtins()
+
+
+def attempt_for(
+    group: str, plural: str, namespace: str = "default", sub: str = "", operation: str = "CREATE"
+) -> Attempt:
+    rt = next(rt for rt in REGISTRY.all() if (rt.group, rt.plural) == (group, plural))
+    return Attempt(operation, Req(rt, namespace, "x", sub), {}, None, {}, False)
+
+
+def rule(resources: list[str], scope: str | None = None, **fields: list[str]) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "operations": ["CREATE"],
+        "apiGroups": ["*"],
+        "apiVersions": ["*"],
+        "resources": resources,
+        **fields,
+    }
+    if scope:
+        base["scope"] = scope
+    return base
+
+
+@pytest.mark.parametrize(
+    ("rule_", "target", "expected"),
+    [
+        (rule(["configmaps"], apiGroups=[""], apiVersions=["v1"]), ("", "configmaps"), True),
+        (rule(["configmaps"], apiGroups=["apps"]), ("", "configmaps"), False),
+        (rule(["configmaps"], apiVersions=["v2"]), ("", "configmaps"), False),
+        (rule(["configmaps"], operations=["UPDATE"]), ("", "configmaps"), False),
+        (rule(["configmaps"], operations=["*"]), ("", "configmaps"), True),
+        (rule(["*"]), ("apps", "deployments"), True),
+        (rule(["*"]), ("apps", "deployments", "default", "status"), False),
+        (rule(["*/*"]), ("apps", "deployments", "default", "status"), True),
+        (rule(["*/status"]), ("apps", "deployments", "default", "status"), True),
+        (rule(["deployments/*"]), ("apps", "deployments"), True),
+        (rule(["deployments/*"]), ("apps", "deployments", "default", "scale"), True),
+        (rule(["deployments/status"]), ("apps", "deployments"), False),
+        (rule(["*"], "Namespaced"), ("", "configmaps"), True),
+        (rule(["*"], "Namespaced"), ("", "namespaces", ""), False),
+        (rule(["*"], "Cluster"), ("", "namespaces", ""), True),
+        (rule(["*"], "Cluster"), ("", "configmaps"), False),
+        (rule(["*"], "Cluster"), ("", "nodes", ""), True),
+        (rule(["*"], "*"), ("", "nodes", ""), True),
+    ],
+)
+def test_rule_matching(rule_: dict[str, Any], target: tuple[str, ...], expected: bool) -> None:
+    assert rule_matches(rule_, attempt_for(*target)) is expected
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ({}, True),
+        ({"matchLabels": {"team": "a"}}, True),
+        ({"matchLabels": {"team": "b"}}, False),
+        ({"matchExpressions": [{"key": "team", "operator": "In", "values": ["a", "b"]}]}, True),
+        ({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["a"]}]}, False),
+        ({"matchExpressions": [{"key": "absent", "operator": "NotIn", "values": ["a"]}]}, True),
+        ({"matchExpressions": [{"key": "absent", "operator": "In", "values": ["a"]}]}, False),
+        ({"matchExpressions": [{"key": "team", "operator": "Exists"}]}, True),
+        ({"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]}, False),
+        ({"matchExpressions": [{"key": "absent", "operator": "DoesNotExist"}]}, True),
+        ({"matchExpressions": [{"key": "team", "operator": "Gt", "values": ["1"]}]}, False),
+    ],
+)
+def test_label_selectors(selector: dict[str, Any], expected: bool) -> None:
+    assert selector_matches(selector, {"team": "a", "tier": "web"}) is expected
+
+
+def test_denials_follow_kube_apiserver() -> None:
+    bare = denied("v.example.com", None)
+    assert (bare.code, bare.reason) == (400, "")
+    assert (
+        bare.message == 'admission webhook "v.example.com" denied the request without explanation'
+    )
+    low = denied("v.example.com", {"code": 200, "reason": "NotAllowed"})
+    assert (low.code, low.message) == (
+        400,
+        'admission webhook "v.example.com" denied the request: NotAllowed',
+    )
+    full = denied("v.example.com", {"code": 409, "reason": "Conflict", "message": "taken"})
+    assert (full.code, full.reason, full.message) == (
+        409,
+        "Conflict",
+        'admission webhook "v.example.com" denied the request: taken',
+    )
