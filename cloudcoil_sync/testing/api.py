@@ -7,7 +7,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import yaml
 
@@ -188,7 +188,7 @@ def _respond_error(ex: Exchange, err: st.ApiError) -> None:
 
 
 def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], user: User) -> None:
-    parts = [p for p in path.split("/") if p]
+    parts = [unquote(p) for p in path.split("/") if p]  # names may be escaped (system%3Ax)
     raw = ex.body()
     if not parts:
         ex.respond(200, dumps({"paths": ["/api", "/apis", "/version"]}))

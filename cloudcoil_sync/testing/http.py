@@ -66,6 +66,8 @@ class Exchange:
         if self._body_read:
             return b""
         self._body_read = True
+        if self.headers.get("expect", "").lower() == "100-continue":
+            self._send(b"HTTP/1.1 100 Continue\r\n\r\n")
         length = int(self.headers.get("content-length") or 0)
         if length:
             data: bytes = self._rfile.read(length)

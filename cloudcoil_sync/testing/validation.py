@@ -51,6 +51,11 @@ def validate(rt: ResourceType, obj: JSON, api_group: str) -> None:
             causes.append(
                 ("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_LABEL_MSG}')
             )
+    elif rt.group == "rbac.authorization.k8s.io":  # path-segment names: "system:x" is valid
+        bad = next((s for s in ("/", "%") if s in name), None)
+        if name in (".", "..") or bad:
+            why = f"may not contain '{bad}'" if bad else f"may not be '{name}'"
+            causes.append(("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {why}'))
     elif len(name) > 253 or not _SUBDOMAIN.match(name):
         causes.append(
             ("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_SUBDOMAIN_MSG}')

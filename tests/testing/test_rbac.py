@@ -193,3 +193,15 @@ def test_service_account_groups_and_watch_verb(client: Client) -> None:
     collection = user.delete(CM)
     assert collection.status_code == 403
     assert "cannot deletecollection resource" in collection.json()["message"]
+
+
+def test_names_with_colons_round_trip_escaped(client: Client) -> None:
+    role(
+        client,
+        "system:reader",
+        [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+        namespace=None,
+    )
+    response = client.get(f"{RBAC}/clusterroles/system%3Areader")
+    assert response.status_code == 200
+    assert response.json()["metadata"]["name"] == "system:reader"
