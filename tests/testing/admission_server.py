@@ -6,9 +6,11 @@ Certificates come from a CA generated per test session; the serving certificate 
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +52,7 @@ def write_pair(ca: CertificateAuthority, directory: Path, *hosts: str) -> tuple[
 
 
 def serve(
-    webhook: AdmissionWebhook, ca: CertificateAuthority, directory: Path
+    webhook: AdmissionWebhook | ScriptedWebhook, ca: CertificateAuthority, directory: Path
 ) -> Generator[WebhookHost, None, None]:
     """Run ``webhook`` over HTTPS on a loopback port until the generator is closed."""
     certfile, keyfile = write_pair(
@@ -64,7 +66,8 @@ def serve(
         yield host
     finally:
         assert host.stop(timeout=5), "webhook host threads did not stop"
-        webhook.close()
+        if isinstance(webhook, AdmissionWebhook):
+            webhook.close()
 
 
 def recorded(calls: Calls, path: str, action: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -75,6 +78,45 @@ def recorded(calls: Calls, path: str, action: Callable[[Any], Any]) -> Callable[
         return action(request)
 
     return handler
+
+
+Answer = Callable[[dict[str, Any]], tuple[int, Any]]
+
+
+class ScriptedWebhook:
+    """A WSGI webhook whose answer ``answer(request)`` returns as (HTTP status, JSON body),
+    for responses the real AdmissionWebhook never gives (wrong uid, bad patches...)."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+        self.requests: list[dict[str, Any]] = []
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        request = json.loads(environ["wsgi.input"].read(length))["request"]
+        self.requests.append(request)
+        code, document = self.answer(request)
+        body = json.dumps(document).encode()
+        start_response(
+            f"{code} Answer",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+
+def review_answer(request: dict[str, Any], **response: Any) -> dict[str, Any]:
+    """An AdmissionReview answering ``request`` with ``response`` fields (allowed by default)."""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": request["uid"], "allowed": True, **response},
+    }
+
+
+def json_patch(*ops: dict[str, Any]) -> str:
+    return base64.b64encode(json.dumps(list(ops)).encode()).decode()
 
 
 class SilentListener:

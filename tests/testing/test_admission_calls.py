@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -25,9 +26,12 @@ from .admission_server import (
     SERVICE_NAME,
     SERVICE_NAMESPACE,
     Calls,
+    ScriptedWebhook,
     SilentListener,
     closed_port,
+    json_patch,
     recorded,
+    review_answer,
     serve,
 )
 from .conftest import Client
@@ -54,7 +58,7 @@ def start(ca: CertificateAuthority, tmp_path: Path) -> Iterator[Callable[..., We
     """Serve a webhook over HTTPS; stopped (threads joined) after the test."""
     servers: list[Generator[WebhookHost, None, None]] = []
 
-    def run(webhook: AdmissionWebhook) -> WebhookHost:
+    def run(webhook: AdmissionWebhook | ScriptedWebhook) -> WebhookHost:
         server = serve(webhook, ca, tmp_path / f"tls-{len(servers)}")
         servers.append(server)
         return next(server)
@@ -637,3 +641,102 @@ def test_denials_follow_kube_apiserver() -> None:
         "Conflict",
         'admission webhook "v.example.com" denied the request: taken',
     )
+
+
+# -- answers the project's AdmissionWebhook never gives ------------------------------------------
+def scripted_configuration(ca_pem: bytes, policy: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "scripted"},
+        "webhooks": [
+            {
+                "name": "scripted.example.com",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": policy,
+                "clientConfig": {
+                    "service": {"namespace": SERVICE_NAMESPACE, "name": SERVICE_NAME},
+                    "caBundle": base64.b64encode(ca_pem).decode(),
+                },
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["configmaps"],
+                        "operations": ["CREATE"],
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def wrong_uid(request: dict[str, Any]) -> tuple[int, Any]:
+    return 200, review_answer({**request, "uid": "not-the-request"})
+
+
+def server_error(request: dict[str, Any]) -> tuple[int, Any]:
+    return 500, {"message": "Admission webhook failed"}
+
+
+def not_a_review(request: dict[str, Any]) -> tuple[int, Any]:
+    return 200, {**review_answer(request), "kind": "Status"}
+
+
+def failing_test_op(request: dict[str, Any]) -> tuple[int, Any]:
+    patch = json_patch({"op": "test", "path": "/data/k", "value": "other"})
+    return 200, review_answer(request, patchType="JSONPatch", patch=patch)
+
+
+def renaming(request: dict[str, Any]) -> tuple[int, Any]:
+    patch = json_patch({"op": "replace", "path": "/metadata/name", "value": "renamed"})
+    return 200, review_answer(request, patchType="JSONPatch", patch=patch)
+
+
+def untyped_patch(request: dict[str, Any]) -> tuple[int, Any]:
+    return 200, review_answer(request, patch=json_patch({"op": "remove", "path": "/data"}))
+
+
+@pytest.mark.parametrize(
+    ("answer", "ignorable", "expected"),
+    [
+        (wrong_uid, True, 'received invalid webhook response: expected response.uid="'),
+        (server_error, True, "the server responded with status 500"),
+        (not_a_review, True, "received invalid webhook response: expected webhook response of"),
+        (failing_test_op, False, "returned a patch that cannot be applied"),
+        (renaming, False, "changed the apiVersion, kind, name or namespace"),
+        (untyped_patch, False, "returned a patch with patchType None"),
+    ],
+)
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_malformed_answers(
+    kube_emulator: Emulator,
+    ca: CertificateAuthority,
+    start: Callable[..., Any],
+    answer: Callable[[dict[str, Any]], tuple[int, Any]],
+    ignorable: bool,
+    expected: str,
+    policy: str,
+) -> None:
+    scripted = ScriptedWebhook(answer)
+    address, port = start(scripted).address
+    kube_emulator.create_object(scripted_configuration(ca.cert_pem, policy))
+    kube_emulator.route_service(SERVICE_NAMESPACE, SERVICE_NAME, address, port)
+    cms = configmaps(kube_emulator.config())
+
+    if policy == "Ignore" and ignorable:
+        assert cms.create(new_configmap("passes")).metadata.name == "passes"
+    else:
+        with pytest.raises(ServerError) as caught:
+            cms.create(new_configmap("passes"))
+        assert caught.value.status_code == 500 and caught.value.reason == "InternalError"
+        assert caught.value.message.startswith("Internal error occurred: ")
+        assert expected in caught.value.message
+        assert kube_emulator.get_object("", "configmaps", "default", "passes") is None
+    (request,) = scripted.requests
+    assert request["kind"] == {"group": "", "version": "v1", "kind": "ConfigMap"}
+    assert request["resource"] == {"group": "", "version": "v1", "resource": "configmaps"}
+    assert request["requestKind"] == request["kind"]
+    assert request["requestResource"] == request["resource"]
+    assert request["oldObject"] is None and request["object"]["metadata"]["name"] == "passes"
