@@ -52,12 +52,14 @@ def write_pair(ca: CertificateAuthority, directory: Path, *hosts: str) -> tuple[
 
 
 def serve(
-    webhook: AdmissionWebhook | ScriptedWebhook, ca: CertificateAuthority, directory: Path
+    webhook: AdmissionWebhook | ScriptedWebhook,
+    ca: CertificateAuthority,
+    directory: Path,
+    service: str = f"{SERVICE_NAME}.{SERVICE_NAMESPACE}.svc",
 ) -> Generator[WebhookHost, None, None]:
-    """Run ``webhook`` over HTTPS on a loopback port until the generator is closed."""
-    certfile, keyfile = write_pair(
-        ca, directory, f"{SERVICE_NAME}.{SERVICE_NAMESPACE}.svc", "127.0.0.1"
-    )
+    """Run ``webhook`` over HTTPS on a loopback port until the generator is closed; the
+    certificate covers ``service`` and 127.0.0.1."""
+    certfile, keyfile = write_pair(ca, directory, service, "127.0.0.1")
     host = WebhookHost(
         webhook, certfile=certfile, keyfile=keyfile, host="127.0.0.1", port=0, reload_interval=0
     )

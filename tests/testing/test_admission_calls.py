@@ -14,6 +14,7 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace, Secret
 
 from cloudcoil_sync.admission import AdmissionDenied, AdmissionRequest, AdmissionWebhook
 from cloudcoil_sync.admission.server import WebhookHost
+from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.client import BadRequest, Config, Forbidden, Invalid, ServerError
 from cloudcoil_sync.testing import Emulator
 from cloudcoil_sync.testing.admission import Attempt, denied, rule_matches, selector_matches
@@ -58,8 +59,8 @@ def start(ca: CertificateAuthority, tmp_path: Path) -> Iterator[Callable[..., We
     """Serve a webhook over HTTPS; stopped (threads joined) after the test."""
     servers: list[Generator[WebhookHost, None, None]] = []
 
-    def run(webhook: AdmissionWebhook | ScriptedWebhook) -> WebhookHost:
-        server = serve(webhook, ca, tmp_path / f"tls-{len(servers)}")
+    def run(webhook: AdmissionWebhook | ScriptedWebhook, **options: Any) -> WebhookHost:
+        server = serve(webhook, ca, tmp_path / f"tls-{len(servers)}", **options)
         servers.append(server)
         return next(server)
 
@@ -740,3 +741,61 @@ def test_malformed_answers(
     assert request["requestKind"] == request["kind"]
     assert request["requestResource"] == request["resource"]
     assert request["oldObject"] is None and request["object"]["metadata"]["name"] == "passes"
+
+
+def test_application_routes_and_generated_configurations(
+    kube_emulator: Emulator, ca: CertificateAuthority, start: Callable[..., Any]
+) -> None:
+    app = Application("demo", namespace="operators", webhook=WebhookServer(ca_bundle=ca.cert_pem))
+
+    @app.mutate(Deployment)
+    def annotate(request: AdmissionRequest[Deployment]) -> Deployment | None:
+        resource = request.resource
+        if resource is None or resource.metadata is None:
+            return None
+        resource.metadata.annotations = {"demo/admitted": request.operation.lower()}
+        return resource
+
+    @app.validate(ConfigMap)
+    def no_secrets(request: AdmissionRequest[ConfigMap]) -> None:
+        if request.resource is not None and "password" in (request.resource.data or {}):
+            raise AdmissionDenied("put passwords in a Secret")
+
+    host = start(AdmissionWebhook(app.admission_routes()), service="demo.operators.svc")
+    for document in app.webhook_configurations():
+        kube_emulator.create_object(document)
+    kube_emulator.route_service("operators", "demo", *host.address)
+    config = kube_emulator.config()
+    config.client(Namespace).create(Namespace.model_validate({"metadata": {"name": "operators"}}))
+    template = {
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+            },
+        }
+    }
+
+    for namespace in ("operators", "default"):
+        config.client(Deployment, namespace=namespace).create(
+            Deployment.model_validate({"metadata": {"name": "web"}, **template})
+        )
+    config.client(Deployment, namespace="operators").merge_patch("web", {"spec": {"replicas": 2}})
+
+    # The default namespaceSelector limits routes to the operator namespace.
+    inside = kube_emulator.get_object("apps", "deployments", "operators", "web")
+    outside = kube_emulator.get_object("apps", "deployments", "default", "web")
+    assert inside is not None and outside is not None
+    assert inside["metadata"]["annotations"] == {"demo/admitted": "update"}
+    assert "annotations" not in outside["metadata"]
+    configs = configmaps(config, "operators")
+    configs.create(new_configmap("settings"))
+    with pytest.raises(Forbidden, match="put passwords in a Secret"):
+        configs.create(
+            ConfigMap.model_validate({"metadata": {"name": "creds"}, "data": {"password": "x"}})
+        )
+    configmaps(config, "default").create(
+        ConfigMap.model_validate({"metadata": {"name": "creds"}, "data": {"password": "x"}})
+    )
