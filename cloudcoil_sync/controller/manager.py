@@ -105,6 +105,7 @@ class Manager:
         self._finished = False
         self._failure: BaseException | None = None
         self._fatal: BaseException | None = None
+        self._stopping = False
         self._wake = threading.Event()
         self._pools: dict[int, InformerPool] = {}
         self._runtimes: list[ControllerRuntime] = []
@@ -123,6 +124,7 @@ class Manager:
             runtimes = list(self._runtimes)
         return (
             self.healthy
+            and not self._stopping
             and (self.leader_election is None or self.leader_election.is_leader)
             and len(runtimes) == len(self.controllers)
             and all(runtime.ready for runtime in runtimes)
@@ -236,8 +238,10 @@ class Manager:
             while not stop.is_set():
                 self._wake.wait(_TICK)
                 self._check_fatal()
+            self._stopping = True
             log.info("Stopping controllers")
         except BaseException:
+            self._stopping = True
             drain = False
             raise
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,17 @@ class Calls:
     def wait(self, predicate: Callable[[list[Any]], bool], timeout: float = 15.0) -> bool:
         with self.cond:
             return self.cond.wait_for(lambda: predicate(self.log), timeout)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
+    """Re-check `predicate` every 10 ms until it holds (False after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        pause.wait(0.01)
+    return True
 
 
 def configmap(name: str, *, labelled: bool = True, data: dict[str, str] | None = None) -> dict:

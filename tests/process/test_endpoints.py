@@ -1,0 +1,134 @@
+"""Probes of a running Application: the HealthServer (no webhook) and the webhook listener."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import ssl
+from pathlib import Path
+
+import pytest
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from prometheus_client.parser import text_string_to_metric_families
+
+from cloudcoil_sync.admission import AdmissionRequest
+from cloudcoil_sync.application import WebhookServer
+from cloudcoil_sync.client import Config
+from cloudcoil_sync.controller import HealthServer, LeaderElection
+from cloudcoil_sync.testing.tls import default_ca
+
+from .apps import settings_app
+from .conftest import LEASES, StartApp, wait_until
+
+
+def get(connection: http.client.HTTPConnection, path: str) -> tuple[int, str]:
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+def held_elsewhere(config: Config) -> LeaderElection:
+    """An election this replica cannot win: the Lease is held by a live peer."""
+    config.client(LEASES).create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "settings"},
+            "spec": {"holderIdentity": "peer", "leaseDurationSeconds": 3600},
+        }
+    )
+    return LeaderElection("settings", lease_duration=3, renew_deadline=2, retry_period=0.2)
+
+
+def test_health_server_follows_the_manager(kube_config: Config, running: StartApp) -> None:
+    health = HealthServer(port=0)
+    app = settings_app(config=kube_config, health=health)
+    run = running(app)
+    app.wait_ready(timeout=15)
+    assert health.address is not None
+    host, port = health.address
+
+    def probe(path: str) -> tuple[int, str]:
+        return get(http.client.HTTPConnection(host, port, timeout=5), path)
+
+    assert probe("/healthz") == (200, "ok\n")
+    assert probe("/readyz") == (200, "ok\n")
+    status, text = probe("/metrics")
+    names = {family.name for family in text_string_to_metric_families(text)}
+    assert status == 200 and {"cloudcoil_manager_ready", "workqueue_depth"} <= names
+    assert run.close() is None
+    with pytest.raises(OSError):
+        socket.create_connection((host, port), timeout=2).close()
+
+
+def test_standby_health_server_is_alive_but_not_ready(
+    kube_config: Config, running: StartApp
+) -> None:
+    health = HealthServer(port=0)
+    app = settings_app(
+        config=kube_config, health=health, leader_election=held_elsewhere(kube_config)
+    )
+    running(app)
+    assert wait_until(lambda: app.healthy and health.address is not None)
+    assert not app.ready and health.address is not None
+    host, port = health.address
+    assert get(http.client.HTTPConnection(host, port, timeout=5), "/healthz") == (200, "ok\n")
+    status, _ = get(http.client.HTTPConnection(host, port, timeout=5), "/readyz")
+    assert status == 503
+    status, text = get(http.client.HTTPConnection(host, port, timeout=5), "/metrics")
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    assert samples[("leader_election_master_status", (("name", "settings"),))] == 0.0
+    assert samples[("cloudcoil_manager_informers", ())] == 0.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_webhook_serves_on_a_standby(
+    kube_config: Config, running: StartApp, tmp_path: Path
+) -> None:
+    serving = default_ca().issue()
+    certfile, keyfile = tmp_path / "tls.crt", tmp_path / "tls.key"
+    certfile.write_bytes(serving.cert_pem)
+    keyfile.write_bytes(serving.key_pem)
+    port = free_port()
+    app = settings_app(
+        config=kube_config,
+        leader_election=held_elsewhere(kube_config),
+        webhook=WebhookServer(
+            certfile=str(certfile), keyfile=str(keyfile), host="127.0.0.1", port=port
+        ),
+    )
+
+    @app.validate(ConfigMap)
+    def allow(request: AdmissionRequest[ConfigMap]) -> None:
+        return None
+
+    run = running(app)
+    # With a webhook, readiness is admission availability: standbys are ready too.
+    app.wait_ready(timeout=15)
+    assert app.healthy and not app.manager.ready and app.manager.informer_count == 0
+    context = ssl.create_default_context(cadata=default_ca().cert_pem.decode())
+
+    def probe(path: str) -> tuple[int, str]:
+        return get(http.client.HTTPSConnection("127.0.0.1", port, context=context), path)
+
+    assert probe("/readyz") == (200, "ok\n")
+    assert probe("/healthz") == (200, "ok\n")
+    assert probe("/controllers/readyz") == (503, "not ready\n")
+    status, text = probe("/metrics")
+    assert status == 200 and "leader_election_master_status" in text
+    assert run.close() is None
+    assert not app.ready
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
