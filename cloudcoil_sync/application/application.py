@@ -179,6 +179,12 @@ class Application:
 
         install(self, **options)
 
+    def uninstall(self, **options: Any) -> None:
+        """Remove what `install` applied, admission registrations first (see `uninstall`)."""
+        from .uninstall import uninstall
+
+        uninstall(self, **options)
+
     def run(self, *, stop: threading.Event | None = None) -> None:
         """Serve admission and run controllers until `stop` is set (no signal handlers)."""
         from .runtime import run
