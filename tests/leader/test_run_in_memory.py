@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from cloudcoil_sync.client.errors import Forbidden, ServerError
 from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
@@ -215,3 +216,20 @@ def test_stop_from_another_thread_while_running_drains_then_releases() -> None:
     assert store.snapshot()["spec"]["holderIdentity"] == ""  # type: ignore[index]
     with pytest.raises(RuntimeError, match="only run once"):
         election.run(work)
+
+
+def test_master_status_gauge_follows_leadership() -> None:
+    store = FakeLeaseStore()
+    registry = CollectorRegistry()
+    first, other = elector(store, "a"), LeaderElection("other-lock", **SHORT)
+    first.bind_metrics(registry)
+    other.bind_metrics(registry)  # a second Lease name shares the metric family
+    seen: list[bytes] = []
+
+    def work(stop: threading.Event) -> None:
+        seen.append(generate_latest(registry))
+
+    first.run(work)
+    assert b'leader_election_master_status{name="lock"} 1.0' in seen[0]
+    assert b'leader_election_master_status{name="other-lock"} 0.0' in seen[0]
+    assert b'leader_election_master_status{name="lock"} 0.0' in generate_latest(registry)
