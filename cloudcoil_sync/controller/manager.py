@@ -213,7 +213,7 @@ class Manager:
         lifespan = self._leader_lifespan
         try:
             with lifespan() if lifespan is not None else ExitStack():
-                self._run_controllers(stop)
+                self._run_controllers(stop, lost=election.lost)
                 if election.failure is not None:
                     raise election.failure
                 if election.lost.is_set():
@@ -224,8 +224,14 @@ class Manager:
             if error is not election.failure:
                 raise
 
-    def _run_controllers(self, stop: threading.Event) -> None:
-        """Build, start and sync the runtimes; wait; drain and stop them (in that order)."""
+    def _run_controllers(
+        self, stop: threading.Event, *, lost: threading.Event | None = None
+    ) -> None:
+        """Build, start and sync the runtimes; wait; drain and stop them (in that order).
+
+        Queued keys drain on a normal stop; after a fatal error or a lost election (`lost`
+        set) only the passes in flight finish.
+        """
         drain = True
         try:
             runtimes = self._build()
@@ -239,7 +245,8 @@ class Manager:
                 self._wake.wait(_TICK)
                 self._check_fatal()
             self._stopping = True
-            log.info("Stopping controllers")
+            drain = lost is None or not lost.is_set()
+            log.info("Stopping controllers%s", "" if drain else " (leadership lost)")
         except BaseException:
             self._stopping = True
             drain = False

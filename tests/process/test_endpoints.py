@@ -12,7 +12,7 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 from prometheus_client.parser import text_string_to_metric_families
 
 from cloudcoil_sync.admission import AdmissionRequest
-from cloudcoil_sync.application import WebhookServer
+from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import HealthServer, LeaderElection
 from cloudcoil_sync.testing.tls import default_ca
@@ -132,3 +132,31 @@ def test_webhook_serves_on_a_standby(
     assert not app.ready
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_webhook_only_application(kube_config: Config, running: StartApp, tmp_path: Path) -> None:
+    serving = default_ca().issue()
+    certfile, keyfile = tmp_path / "tls.crt", tmp_path / "tls.key"
+    certfile.write_bytes(serving.cert_pem)
+    keyfile.write_bytes(serving.key_pem)
+    port = free_port()
+    app = Application(
+        "policies",
+        config=kube_config,
+        webhook=WebhookServer(
+            certfile=str(certfile), keyfile=str(keyfile), host="127.0.0.1", port=port
+        ),
+    )
+
+    @app.validate(ConfigMap)
+    def allow(request: AdmissionRequest[ConfigMap]) -> None:
+        return None
+
+    run = running(app)
+    app.wait_ready(timeout=15)
+    assert app.manager is None and app.healthy
+    context = ssl.create_default_context(cadata=default_ca().cert_pem.decode())
+    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context)
+    assert get(connection, "/controllers/readyz") == (503, "not ready\n")
+    assert run.close() is None
+    assert not kube_config.transport.closed

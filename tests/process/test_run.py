@@ -156,3 +156,18 @@ def test_wait_ready_times_out(kube_config: Config, running: StartApp) -> None:
         app.wait_ready(timeout=0.3)
     assert app.healthy and not app.ready
     assert app.manager.informer_count == 0
+
+
+def test_a_component_ending_by_itself_fails_the_run(
+    kube_config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def returns_at_once(self: Manager, stop: threading.Event | None = None) -> None:
+        return None
+
+    monkeypatch.setattr(Manager, "run", returns_at_once)
+    app = settings_app(config=kube_config)
+    with pytest.raises(RuntimeError, match=r"^An operator component stopped unexpectedly$"):
+        app.run(stop=threading.Event())
+    assert not app.healthy
+    with pytest.raises(RuntimeError, match="An operator component stopped unexpectedly"):
+        app.wait_ready(timeout=1)
