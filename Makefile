@@ -24,7 +24,11 @@ demo: install
 
 bench: install
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
-	$(BIN)/python bench/client.py
+	$(BIN)/python bench/run_all.py
+
+soak: install
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python bench/soak.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
