@@ -10,7 +10,7 @@ from typing import Any
 
 from .resources import ResourceType
 from .selectors import field_selector, label_selector
-from .status import ApiError, bad_request
+from .status import ApiError, bad_request, expired
 from .store import Store, WatchEvent, dumps
 from .validation import from_storage
 
@@ -134,6 +134,11 @@ def serve(
                 wake = min(deadline, next_bookmark if bookmarks else deadline, now + PEER_CHECK)
                 store.changed.wait(max(0.0, wake - now))
                 events = store.events_after(last)
+            if last < store.compacted_rv:
+                # Events this stream had not sent yet were dropped (history overflow or
+                # forget_history): end it with 410 rather than skip them silently.
+                write(_event("ERROR", expired(str(last), store.compacted_rv + 1).body()))
+                return
         out: list[bytes] = []
         for ev in events:
             last = ev.rv

@@ -212,3 +212,19 @@ def test_idle_watch_of_a_departed_client_is_released(client: Client) -> None:
     response.close()
     client.session.close()
     assert emulator.wait_for(lambda: emulator.open_watches == 0, timeout=6)
+
+
+def test_open_watch_that_falls_behind_lost_history_gets_410(
+    client: Client, streams: list[Stream]
+) -> None:
+    emulator = client.emulator
+    rv = client.get(CM).json()["metadata"]["resourceVersion"]
+    stream = open_stream(client, streams, f"resourceVersion={rv}&timeoutSeconds=10")
+    assert emulator.wait_for(lambda: emulator.open_watches == 1)
+    with emulator.store.lock:  # the stream cannot send while the lock is held
+        emulator.create_object(configmap("lost"))
+        emulator.forget_history()
+    events = stream.wait(1)
+    assert [e["type"] for e in events] == ["ERROR"]
+    assert events[0]["object"]["code"] == 410
+    assert stream.ended.wait(5)
