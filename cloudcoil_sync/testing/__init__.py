@@ -14,7 +14,8 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
 
 - Storage is in memory; one global integer resourceVersion counter. Every write of any kind
   bumps it. The watch history is a bounded list (``history_size`` events); older
-  resourceVersions get ``410 Expired`` as a watch ERROR event, as etcd compaction causes.
+  resourceVersions get ``410 Expired`` as a watch ERROR event, as etcd compaction causes; an
+  open watch that falls behind the history (or outlives ``forget_history``) ends the same way.
 - Only one version per group is served for built-in kinds; custom resources are stored once and
   served at every served version without conversion (no conversion webhooks).
 - Validation covers names (RFC 1123 subdomain, namespace labels), required ``eventTime`` for
