@@ -190,6 +190,7 @@ class LeaseObserver:
         return max(fallback, self._longest_held)
 
 
+_MASTER_STATUS = "leader_election_master_status"
 _GAUGES: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDictionary()
 _GAUGES_LOCK = threading.Lock()
 
@@ -198,14 +199,21 @@ def _master_status_gauge(registry: CollectorRegistry) -> Gauge:
     with _GAUGES_LOCK:
         gauge = _GAUGES.get(registry)
         if gauge is None:
-            gauge = Gauge(
-                "leader_election_master_status",
-                "Gauge of if the reporting system is master of the relevant lease, "
-                "0 indicates backup, 1 indicates master. 'name' is the string used to "
-                "identify the lease.",
-                ["name"],
-                registry=registry,
-            )
+            try:
+                gauge = Gauge(
+                    _MASTER_STATUS,
+                    "Gauge of if the reporting system is master of the relevant lease, "
+                    "0 indicates backup, 1 indicates master. 'name' is the string used to "
+                    "identify the lease.",
+                    ["name"],
+                    registry=registry,
+                )
+            except ValueError:
+                # Already declared in this registry (e.g. by the operator's metrics): share it.
+                existing = getattr(registry, "_names_to_collectors", {}).get(_MASTER_STATUS)
+                if not isinstance(existing, Gauge):
+                    raise
+                gauge = existing
             _GAUGES[registry] = gauge
         return gauge
 

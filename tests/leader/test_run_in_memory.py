@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from cloudcoil_sync.client.errors import Forbidden, ServerError
 from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
@@ -232,4 +232,12 @@ def test_master_status_gauge_follows_leadership() -> None:
     first.run(work)
     assert b'leader_election_master_status{name="lock"} 1.0' in seen[0]
     assert b'leader_election_master_status{name="other-lock"} 0.0' in seen[0]
+    assert b'leader_election_master_status{name="lock"} 0.0' in generate_latest(registry)
+
+
+def test_master_status_gauge_shares_an_existing_family() -> None:
+    registry = CollectorRegistry()
+    Gauge("leader_election_master_status", "declared elsewhere", ["name"], registry=registry)
+    election = elector(FakeLeaseStore(), "a")
+    election.bind_metrics(registry)
     assert b'leader_election_master_status{name="lock"} 0.0' in generate_latest(registry)
