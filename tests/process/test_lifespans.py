@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.application import Application, LifecycleEvent, LifecycleType
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import LeadershipLost
+from cloudcoil_sync.controller.runtime import ControllerRuntime
 from cloudcoil_sync.testing import Emulator
 
 from .apps import settings_app
@@ -32,8 +35,13 @@ def record_lifespans(app: Application, kube: Emulator, log: Calls) -> None:
     def holder() -> str:
         return str(lease(kube).get("spec", {}).get("holderIdentity"))
 
-    def informers() -> int | None:
-        return None if app.manager is None else app.manager.informer_count
+    def informers() -> tuple[int, bool] | None:
+        """(informers created, whether any of them still runs)."""
+        if app.manager is None:
+            return None
+        runtimes = [cast(ControllerRuntime, c.runtime) for c in app.controllers if c.runtime]
+        live = any(r.informer_for(kind).running for r in runtimes for kind in r.controller.kinds)
+        return app.manager.informer_count, live
 
     @app.lifespan()
     def process(event: LifecycleEvent) -> Iterator[None]:
@@ -70,28 +78,37 @@ def entries(log: Calls, scope: str) -> list[tuple[Any, ...]]:
 def test_normal_stop(kube_emulator: Emulator, kube_config: Config, running: StartApp) -> None:
     released_lease(kube_config)
     log = Calls()
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(config: ConfigMap) -> None:
+        entered.set()
+        assert release.wait(20)
+        log.add(("pass finished", config.name))
+
     election = fast_election()
-    app = settings_app(
-        config=kube_config,
-        leader_election=election,
-        hook=lambda config: log.add(("pass", config.name)),
-    )
+    app = settings_app(config=kube_config, leader_election=election, hook=slow)
     record_lifespans(app, kube_emulator, log)
     run = running(app)
     app.wait_ready(timeout=15)
     kube_emulator.create_object(configmap("one"))
-    assert kube_emulator.wait_for(lambda: managed(kube_emulator, "one"), timeout=15)
+    assert entered.wait(15)
+    run.stop.set()
+    assert kube_emulator.wait_for(lambda: not app.manager.ready, timeout=5)
+    assert lease(kube_emulator)["spec"]["holderIdentity"] == election.identity
+    release.set()
     assert run.close() is None
 
     me = election.identity
     assert log.log[0] == ("process", "enter", LifecycleType.STARTUP, me)
     # Leader work starts after the Lease, before any informer.
-    assert log.log[1] == ("leader", "enter", LifecycleType.LEADERSHIP_ACQUIRED, 0)
-    assert ("pass", "one") in log.log
-    # Leader cleanup: after the informers, while the Lease is still held; then release.
-    assert log.log[-2] == ("leader", "exit", LifecycleType.SHUTDOWN, "NoneType", me, 1)
+    assert log.log[1] == ("leader", "enter", LifecycleType.LEADERSHIP_ACQUIRED, (0, False))
+    # The pass in flight finished, then the informers stopped, then the leader cleanup ran
+    # while the Lease was still held; it was released before the process cleanup.
+    assert log.log[2] == ("pass finished", "one")
+    assert log.log[-2] == ("leader", "exit", LifecycleType.SHUTDOWN, "NoneType", me, (1, False))
     assert log.log[-1] == ("process", "exit", LifecycleType.SHUTDOWN, "NoneType", "")
-    assert not app.manager.leader_election.is_leader
+    assert managed(kube_emulator, "one")
+    assert not election.is_leader
 
 
 def test_leadership_lost(kube_emulator: Emulator, kube_config: Config, running: StartApp) -> None:
@@ -106,7 +123,7 @@ def test_leadership_lost(kube_emulator: Emulator, kube_config: Config, running: 
     assert isinstance(run.error, LeadershipLost)
     assert "Lost leadership of Lease settings" in str(run.error)
     assert [item[:4] for item in entries(log, "leader")] == [
-        ("leader", "enter", LifecycleType.LEADERSHIP_ACQUIRED, 0),
+        ("leader", "enter", LifecycleType.LEADERSHIP_ACQUIRED, (0, False)),
         ("leader", "exit", LifecycleType.LEADERSHIP_LOST, "LeadershipLost"),
     ]
     assert entries(log, "process")[-1][:4] == (
@@ -131,7 +148,7 @@ def test_failure_of_leader_work(
     assert run.error is not None and "is its CRD installed" in str(run.error)
     leader = entries(log, "leader")
     assert [item[:4] for item in leader] == [
-        ("leader", "enter", LifecycleType.LEADERSHIP_ACQUIRED, 0),
+        ("leader", "enter", LifecycleType.LEADERSHIP_ACQUIRED, (0, False)),
         ("leader", "exit", LifecycleType.FAILURE, "InformerFailed"),
     ]
     assert leader[-1][4] == app.leader_election.identity  # released only after cleanup
