@@ -95,10 +95,7 @@ class Manager:
             informers=lambda: self.informer_count,
         )
         if leader_election is not None:
-            election = leader_election
-            self._metrics.leader_status.labels(name=election.name).set_function(
-                lambda: 1.0 if election.is_leader else 0.0
-            )
+            leader_election.bind_metrics(self._metrics.registry)
         self._lock = threading.Condition()
         self._used = False
         self._running = False

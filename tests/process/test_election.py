@@ -33,6 +33,9 @@ def test_only_the_leader_reconciles_and_stopping_it_hands_over(
     assert apps[standby].healthy and not apps[standby].ready
     assert apps[standby].manager.informer_count == 0
     assert not apps[standby].manager.ready
+    gauge = 'leader_election_master_status{name="settings"}'
+    assert f"{gauge} 1.0" in apps[leader].manager.metrics()
+    assert f"{gauge} 0.0" in apps[standby].manager.metrics()
 
     kube_emulator.create_object(configmap("first"))
     assert kube_emulator.wait_for(lambda: managed(kube_emulator, "first"), timeout=15)
