@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from cloudcoil_sync.admission import AdmissionRequest
 from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import HealthServer, LeaderElection
+from cloudcoil_sync.controller.health import HealthServerError
 from cloudcoil_sync.testing.tls import default_ca
 
 from .apps import settings_app
@@ -160,3 +162,15 @@ def test_webhook_only_application(kube_config: Config, running: StartApp, tmp_pa
     assert get(connection, "/controllers/readyz") == (503, "not ready\n")
     assert run.close() is None
     assert not kube_config.transport.closed
+
+
+def test_health_bind_failure_is_fatal(kube_config: Config) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        app = settings_app(config=kube_config, health=HealthServer(port=port))
+        with pytest.raises(HealthServerError, match=f"127.0.0.1:{port}"):
+            app.run(stop=threading.Event())
+    assert app.manager is not None and app.manager.informer_count == 0
+    assert not app.healthy
