@@ -22,12 +22,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
 from cloudcoil_sync.controller.definition import Controller
+from cloudcoil_sync.controller.health import HealthServer
 from cloudcoil_sync.controller.informer import Informer, InformerFailed
 from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.controller.metrics import OperatorMetrics
@@ -35,7 +36,6 @@ from cloudcoil_sync.controller.runtime import ControllerRuntime, InformerPool, S
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
-    from cloudcoil_sync.controller.health import HealthServer
 
 __all__ = ["Manager"]
 
@@ -81,6 +81,8 @@ class Manager:
             raise ValueError("Managed controllers must have distinct metric names")
         if leader_election is not None and not isinstance(leader_election, LeaderElection):
             raise TypeError("leader_election must be a LeaderElection or None")
+        if health is not None and not isinstance(health, HealthServer):
+            raise TypeError("health must be a HealthServer or None")
         if leader_lifespan is not None and leader_election is None:
             raise ValueError("A leader lifespan requires leader election")
         self.controllers = controllers
@@ -175,7 +177,7 @@ class Manager:
         try:
             with ExitStack() as stack:
                 if self.health is not None:
-                    self._start_health(stack)
+                    self._start_health(self.health, stack)
                 if self.leader_election is None:
                     if not stop.is_set():
                         self._run_controllers(stop)
@@ -190,8 +192,7 @@ class Manager:
                 self._finished = True
                 self._lock.notify_all()
 
-    def _start_health(self, stack: ExitStack) -> None:
-        health: Any = self.health
+    def _start_health(self, health: HealthServer, stack: ExitStack) -> None:
         health.start(lambda: self.healthy, lambda: self.ready, self.registry)
         stack.callback(health.stop)
 
@@ -209,7 +210,7 @@ class Manager:
         """Controllers inside the leader lifespan; the lifespan sees how leadership ended."""
         lifespan = self._leader_lifespan
         try:
-            with lifespan() if lifespan is not None else ExitStack():
+            with lifespan() if lifespan is not None else nullcontext():
                 self._run_controllers(stop, lost=election.lost)
                 if election.failure is not None:
                     raise election.failure
