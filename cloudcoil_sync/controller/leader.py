@@ -14,6 +14,18 @@ leader, and that leader stops by its renew deadline.
 
 This is coordination, not fencing: leader work must stop promptly when asked (within
 ``lease_duration - renew_deadline`` of the deadline) and stay idempotent.
+
+Owner API::
+
+    election = LeaderElection("widgets", config=config)
+    election.bind_metrics(registry)                # leader_election_master_status{name}
+    election.run(work, stop=stop_event)            # work(work_stop: threading.Event) -> None
+
+``run`` starts the lease thread, waits to lead, runs ``work`` on its own thread and returns
+after ``stop_event`` (graceful: renewals go on while the work drains) or raises
+:class:`LeadershipLost` after a loss (``work_stop`` is set at the moment of loss, and
+:attr:`LeaderElection.lost` tells a draining owner to abort rather than drain). The Lease is
+released only once ``work`` has returned.
 """
 
 from __future__ import annotations
