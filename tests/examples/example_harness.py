@@ -46,9 +46,20 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def prepare(app: Application, kube: Emulator, directory: Path, *, installed: bool = True) -> Config:
+def prepare(
+    app: Application,
+    kube: Emulator,
+    directory: Path,
+    *,
+    installed: bool = True,
+    service_account: bool = False,
+) -> Config:
     """Point `app` at `kube`: its Config and a short Lease; install it (``installed``) with a
-    test CA, then move its webhook server to a loopback port the emulator routes to."""
+    test CA, then move its webhook server to a loopback port the emulator routes to.
+
+    With ``service_account`` the operator runs with its generated ServiceAccount's token (so
+    with exactly its generated RBAC); the returned Config is always the admin's.
+    """
     config = kube.config(namespace=app.namespace)
     app.config = config
     if app.leader_election is not None:
@@ -72,6 +83,9 @@ def prepare(app: Application, kube: Emulator, directory: Path, *, installed: boo
             port=port,
         )
         kube.route_service(app.namespace, app.name, "127.0.0.1", port)
+    if service_account:
+        token = kube.service_account_token(app.namespace, app.name)
+        app.config = kube.config(namespace=app.namespace, token=token)
     return config
 
 

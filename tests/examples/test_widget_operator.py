@@ -86,9 +86,10 @@ def ready(kube: Emulator, name: str) -> bool:
 def test_widget_converges_with_admission_and_waits_for_rollouts(
     kube_emulator: Emulator, tmp_path: Path
 ) -> None:
+    """Run with the generated ServiceAccount: the generated RBAC is enough, nothing is 403."""
     module = load("widget_operator")
     app = module.app
-    config: Config = prepare(app, kube_emulator, tmp_path)
+    config: Config = prepare(app, kube_emulator, tmp_path, service_account=True)
     rollouts = kube_emulator.rollouts
     assert rollouts is not None
     rollouts.mode = "never"  # the Widget's Deployment keeps rolling out
@@ -148,6 +149,9 @@ def test_widget_converges_with_admission_and_waits_for_rollouts(
             return new.get("data") == {"message": "hi"}
 
         assert kube_emulator.wait_for(repaired, timeout=20)
+        operator = "system:serviceaccount:default:widgets"
+        log = [e for e in kube_emulator.request_log if e.user == operator]
+        assert len(log) > 10 and [e for e in log if e.status == 403] == []
     finally:
         running.close()
 
@@ -158,7 +162,7 @@ def test_validating_webhook_reads_the_policy_live(
 ) -> None:
     module = load("widget_operator")
     app = module.app
-    config = prepare(app, kube_emulator, tmp_path)
+    config = prepare(app, kube_emulator, tmp_path, service_account=True)
     running = Running(app).start()
     try:
         widgets = config.client(module.Widget)
