@@ -39,7 +39,7 @@ Simplifications:
 - A patch that changes apiVersion, kind, name or namespace, like one that cannot be
   applied, rejects the write with 500 ``InternalError`` whatever the failure policy.
 - ``timeoutSeconds`` bounds connecting and each later socket operation with the time left,
-  not a slowly dripping answer as a whole. One connection per call (no keep-alive).
+  not a slowly dripping answer as a whole. Connections are kept alive between calls.
 - Error detail after ``failed calling webhook "<name>": `` names Python's reason (e.g.
   ``connection refused``, ``certificate verify failed``), not Go's exact wording.
 """
@@ -75,6 +75,15 @@ VALIDATING = (GROUP, "validatingwebhookconfigurations")
 REVIEW = "admission.k8s.io/v1"
 DEFAULT_TIMEOUT = 10
 _NAME_LABEL = "kubernetes.io/metadata.name"
+_MAX_IDLE = 4  # kept-alive connections per webhook address
+# How a kept-alive connection the server closed while idle fails on reuse.
+_CLOSED = (
+    http.client.RemoteDisconnected,
+    ConnectionResetError,
+    BrokenPipeError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+)
 _OPTIONS = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
 
 
@@ -111,6 +120,15 @@ class WebhookCaller:
         self._lock = threading.Lock()
         self._routes: dict[tuple[str, str], ServiceRoute] = {}
         self._contexts: dict[str, ssl.SSLContext] = {}
+        self._idle: dict[tuple[str, int, str, str], list[_Connection]] = {}
+
+    def close(self) -> None:
+        """Close the kept-alive connections to webhooks."""
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for connections in idle.values():
+            for conn in connections:
+                conn.close()
 
     def route_service(
         self, namespace: str, name: str, host: str, port: int, server_name: str | None = None
@@ -235,16 +253,9 @@ class WebhookCaller:
             raise CallFailed(f"{failing}: invalid caBundle: {exc}") from None
         deadline = time.monotonic() + timeout
         body = json.dumps(review, separators=(",", ":")).encode()
-        conn = _Connection(host, port, server_name, context, timeout)
+        key = (host, port, server_name, str(client.get("caBundle") or ""))
         try:
-            conn.connect()
-            _remaining(conn, deadline)
-            conn.request(
-                "POST", target, body, {"Content-Type": "application/json", "Accept": "*/*"}
-            )
-            _remaining(conn, deadline)
-            answer = conn.getresponse()
-            data = answer.read()
+            status, data = self._exchange(key, context, target, body, timeout, deadline)
         except TimeoutError:
             raise CallFailed(f"{failing}: context deadline exceeded") from None
         except ssl.SSLCertVerificationError as exc:
@@ -256,18 +267,59 @@ class WebhookCaller:
             ) from None
         except (OSError, http.client.HTTPException) as exc:
             raise CallFailed(f"{failing}: {type(exc).__name__}: {exc}") from None
-        finally:
-            conn.close()
-        if answer.status != 200:
+        if status != 200:
             text = data[:512].decode("utf-8", "replace")
-            raise CallFailed(
-                f'{failing}: the server responded with status {answer.status} ("{text}")'
-            )
+            raise CallFailed(f'{failing}: the server responded with status {status} ("{text}")')
         try:
             document: JSON = json.loads(data)
         except ValueError as exc:
             raise CallFailed(f"received invalid webhook response: {exc}") from None
         return document
+
+    def _exchange(
+        self,
+        key: tuple[str, int, str, str],
+        context: ssl.SSLContext,
+        target: str,
+        body: bytes,
+        timeout: float,
+        deadline: float,
+    ) -> tuple[int, bytes]:
+        """POST on a kept-alive connection (one fresh retry if the server had closed it)."""
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        while True:
+            with self._lock:
+                idle = self._idle.get(key)
+                conn = idle.pop() if idle else None
+            reused = conn is not None
+            if conn is None:
+                conn = _Connection(key[0], key[1], key[2], context, timeout)
+            try:
+                if not reused:
+                    conn.connect()
+                _remaining(conn, deadline)
+                conn.request("POST", target, body, headers)
+                answer = conn.getresponse()
+                data = answer.read()
+            except _CLOSED:
+                conn.close()
+                if reused:
+                    continue  # closed while idle: the request never reached a handler
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if answer.will_close:
+                conn.close()
+            else:
+                with self._lock:
+                    pool = self._idle.setdefault(key, [])
+                    if len(pool) < _MAX_IDLE:
+                        pool.append(conn)
+                        conn = None
+                if conn is not None:
+                    conn.close()
+            return answer.status, data
 
     def _target(self, client: JSON, timeout: int) -> tuple[str, str | None, int, str, str]:
         """(shown URL, host, port, TLS server name, request target); host None: no route."""

@@ -105,6 +105,7 @@ class Emulator:
         self.watches.drop_all()
         self.watches.wait_closed(2.0)  # let streams send their final chunk
         server.stop()
+        self.webhooks.close()
         self.controllers.stop()
         if self.rollouts is not None:
             self.rollouts.stop()

@@ -56,12 +56,14 @@ def serve(
     ca: CertificateAuthority,
     directory: Path,
     service: str = f"{SERVICE_NAME}.{SERVICE_NAMESPACE}.svc",
+    **options: Any,
 ) -> Generator[WebhookHost, None, None]:
     """Run ``webhook`` over HTTPS on a loopback port until the generator is closed; the
-    certificate covers ``service`` and 127.0.0.1."""
+    certificate covers ``service`` and 127.0.0.1; ``options`` go to ``WebhookHost``."""
     certfile, keyfile = write_pair(ca, directory, service, "127.0.0.1")
+    options.setdefault("reload_interval", 0)
     host = WebhookHost(
-        webhook, certfile=certfile, keyfile=keyfile, host="127.0.0.1", port=0, reload_interval=0
+        webhook, certfile=certfile, keyfile=keyfile, host="127.0.0.1", port=0, **options
     )
     host.start()
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import select
 import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -799,3 +800,24 @@ def test_application_routes_and_generated_configurations(
     configmaps(config, "default").create(
         ConfigMap.model_validate({"metadata": {"name": "creds"}, "data": {"password": "x"}})
     )
+
+
+def test_connections_are_kept_alive_and_renewed_when_the_server_closed_them(
+    kube_emulator: Emulator, ca: CertificateAuthority, calls: Calls, start: Callable[..., Any]
+) -> None:
+    webhook = AdmissionWebhook()
+    webhook.mutating(ConfigMap, path=MUTATE)(recorded(calls, MUTATE, add_label))
+    host = start(webhook, idle_timeout=0.3)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+    cms = configmaps(kube_emulator.config())
+
+    for name in ("a", "b", "c"):
+        cms.create(new_configmap(name))
+    idle = [conn for conns in kube_emulator.webhooks._idle.values() for conn in conns]
+    assert len(idle) == 1  # three calls, one connection
+    assert idle[0].sock is not None
+    readable, _, _ = select.select([idle[0].sock], [], [], 5)
+    assert readable, "the webhook server did not close the idle connection"
+
+    assert cms.create(new_configmap("after-idle")).metadata.labels == {"mutated": "yes"}
+    assert len(calls.of(MUTATE)) == 4
