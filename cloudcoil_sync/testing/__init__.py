@@ -8,6 +8,7 @@ it owns::
         token = kube.service_account_token("default", "operator")   # RBAC applies to it
         kube.faults.inject(503, count=2, method="GET")
         kube.drop_watches(); kube.forget_history(); kube.restart()
+        kube.route_service("operators", "webhook", "127.0.0.1", 9443)  # admission webhooks
 
 Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (status codes,
 ``Status`` bodies, watch events, managedFields, generation rules, RBAC messages). Simplifications:

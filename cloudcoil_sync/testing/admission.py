@@ -30,6 +30,8 @@ Simplifications:
   server-side apply, delete). Writes of the in-process controllers (garbage collection,
   namespace finalization, the rollout simulator), ``Emulator.create_object``, ``/scale``
   writes and the items of a ``deletecollection`` are not.
+- Webhooks are called before the emulator checks that the namespace exists and is not
+  terminating (kube-apiserver's NamespaceLifecycle plugin rejects such writes first).
 - ``matchPolicy`` is always ``Exact`` (one served version per group); ``matchConditions``,
   ``reinvocationPolicy``, ``warnings``, audit annotations and webhook metrics are ignored.
 - Validating webhooks are called one after the other (kube calls them in parallel); the
