@@ -42,8 +42,9 @@ Simplifications:
   applied, rejects the write with 500 ``InternalError`` whatever the failure policy.
 - ``timeoutSeconds`` bounds connecting and each later socket operation with the time left,
   not a slowly dripping answer as a whole. Connections are kept alive between calls.
-- Error detail after ``failed calling webhook "<name>": `` names Python's reason (e.g.
-  ``connection refused``, ``certificate verify failed``), not Go's exact wording.
+- After ``failed calling webhook "<name>": failed to call webhook: Post "<url>": `` refused
+  connections and deadlines read as Go's (``dial tcp ...: connect: connection refused``,
+  ``context deadline exceeded``); TLS and other failures give OpenSSL's/Python's reason.
 """
 
 from __future__ import annotations
