@@ -84,6 +84,24 @@ def install(config: Config, ca_pem: bytes) -> None:
     app.install(image=IMAGE, ca_bundle=ca_pem, config=config, timeout=60)
 
 
+def drift(kube: Emulator, config: Config) -> None:
+    """A deleted child is put back: its deletion reconciles the owning Widget."""
+    from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+
+    old = kube.get_object("", "configmaps", NAMESPACE, "hello-config") or {}
+    say("== Deleting configmap/hello-config behind the operator's back")
+    config.client(ConfigMap).delete("hello-config")
+
+    def recreated() -> bool:
+        new = kube.get_object("", "configmaps", NAMESPACE, "hello-config")
+        return new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
+
+    if kube.wait_for(recreated, timeout=20):
+        say("   recreated by the operator: configmap/hello-config")
+    else:
+        say("   NOT recreated within 20s")
+
+
 def admission(config: Config) -> None:
     """The validating webhook reads the optional widget-policy ConfigMap live."""
     from cloudcoil.models.kubernetes.core.v1 import ConfigMap
@@ -158,15 +176,21 @@ def _extra(child: JSON) -> str:
 
 
 def ready(widget: JSON) -> bool:
-    conditions = (widget.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    """Ready, for the Widget's current generation."""
+    status = widget.get("status") or {}
+    if status.get("observedGeneration") != widget["metadata"].get("generation"):
+        return False
+    return any(
+        c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or []
+    )
 
 
-def follow(kube: Emulator, config: Config, name: str, timeout: float) -> JSON:
-    """Print the Widget each time its status changes, until it is Ready."""
+def follow(
+    kube: Emulator, config: Config, name: str, timeout: float, shown: JSON | None = None
+) -> JSON:
+    """Print the Widget each time its status changes (from `shown`), until it is Ready."""
     widgets = config.client(Widget).raw
     deadline = time.monotonic() + timeout
-    shown: Any = None
     stream = widgets.watch(field_selector=f"metadata.name={name}", timeout_seconds=int(timeout))
     try:
         for event in stream:
@@ -240,6 +264,12 @@ def main(argv: list[str] | None = None) -> int:
             widget = follow(kube, config, "hello", options.timeout)
             labels = widget["metadata"].get("labels") or {}
             say(f"== Labels added by the mutating webhook: {labels}")
+            if ready(widget):
+                drift(kube, config)
+                say("== Scaling widget/hello to 3 replicas")
+                config.client(Widget).raw.merge_patch("hello", {"spec": {"replicas": 3}})
+                shown = widget.get("status")
+                widget = follow(kube, config, "hello", options.timeout, shown)
             admission(config)
         finally:
             say("== Stopping the operator")

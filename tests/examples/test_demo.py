@@ -24,6 +24,8 @@ def test_demo_runs_the_widget_operator_to_ready(tmp_path: Path) -> None:
     out = done.stdout
     assert "== Installing the operator" in out
     assert "child deployment/hello (available 2/2)" in out
+    assert "recreated by the operator: configmap/hello-config" in out
+    assert "child deployment/hello (available 3/3)" in out
     assert "Ready                True" in out
     assert "'app.kubernetes.io/managed-by': 'widgets'" in out
     assert "denied: 403 Forbidden" in out and "exceeds the policy's 3" in out
