@@ -413,9 +413,9 @@ def _review(uid: str, attempt: Attempt) -> JSON:
     rt = req.rt
     kind = {"group": rt.group, "version": rt.version, "kind": rt.kind}
     resource = {"group": rt.group, "version": rt.version, "resource": rt.plural}
-    namespace = req.namespace
-    if _is_namespace(req) and attempt.operation != "CREATE":
-        namespace = req.name  # kube-apiserver reports a namespace's own name here
+    # For Namespace objects kube-apiserver reports the namespace's own name (since 1.20,
+    # kubernetes/kubernetes#95012, for every operation).
+    namespace = req.name if _is_namespace(req) else req.namespace
     user = req.user
     request: JSON = {
         "uid": uid,
