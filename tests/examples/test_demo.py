@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ from example_harness import EXAMPLES
 def test_demo_runs_the_widget_operator_to_ready(tmp_path: Path) -> None:
     # From another directory, with no kubeconfig: the demo needs nothing but the package.
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "none")}
+    if "PYTHONPATH" in os.environ:  # e.g. a checkout tested with another checkout's venv
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / "demo.py")],
         cwd=tmp_path,
