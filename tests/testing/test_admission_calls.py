@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import select
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -823,3 +824,36 @@ def test_connections_are_kept_alive_and_renewed_when_the_server_closed_them(
 
     assert cms.create(new_configmap("after-idle")).metadata.labels == {"mutated": "yes"}
     assert len(calls.of(MUTATE)) == 4
+
+
+def test_concurrent_writers_share_kept_alive_connections(
+    kube_emulator: Emulator, ca: CertificateAuthority, calls: Calls, start: Callable[..., Any]
+) -> None:
+    webhook = AdmissionWebhook()
+    webhook.mutating(ConfigMap, path=MUTATE)(recorded(calls, MUTATE, add_label))
+    host = start(webhook)
+    install(kube_emulator, webhook, ca.cert_pem, host)
+    failures: list[BaseException] = []
+
+    def writer(index: int) -> None:
+        try:
+            cms = configmaps(kube_emulator.config())
+            for item in range(10):
+                cms.create(new_configmap(f"w{index}-{item}"))
+        except BaseException as error:  # reported below, not lost in the thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert failures == []
+    assert len(calls.of(MUTATE)) == 60
+    stored = kube_emulator.list_objects("", "configmaps", "default")
+    labelled = [o for o in stored if o["metadata"]["name"].startswith("w")]
+    assert len(labelled) == 60
+    assert all(o["metadata"]["labels"] == {"mutated": "yes"} for o in labelled)
+    idle = sum(len(conns) for conns in kube_emulator.webhooks._idle.values())
+    assert 1 <= idle <= 4
