@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from example_harness import PEM_CA, Running, conditions, load, prepare
+import yaml
+from example_harness import EXAMPLES, PEM_CA, Running, conditions, load, prepare
 
 from cloudcoil_sync.client import Config, Forbidden
 from cloudcoil_sync.testing import Emulator
@@ -193,3 +197,42 @@ def test_validating_webhook_reads_the_policy_live(
         assert create("fine", "hello", 3).metadata.labels["tier"] == "web"
     finally:
         running.close()
+
+
+def test_seed_commands_generate_manifests_offline(tmp_path: Path) -> None:
+    """The seed document's commands: namespace and CA from the environment, no cluster."""
+    (tmp_path / "ca.crt").write_bytes(PEM_CA)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "KUBECONFIG": str(tmp_path / "missing"),
+        "CLOUDCOIL_NAMESPACE": "operators",
+        "CLOUDCOIL_WEBHOOK_CA_FILE": str(tmp_path / "ca.crt"),
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
+    }
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "widget_operator.py"), "manifests", "--image", "w:v1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    docs = list(yaml.safe_load_all(done.stdout))
+    namespaced = [d for d in docs if "namespace" in d["metadata"]]
+    assert {d["metadata"]["namespace"] for d in namespaced} == {"operators"}
+    hooks = [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
+    assert [d["metadata"]["name"] for d in hooks] == ["widgets.operators.cloudcoil.io"] * 2
+    assert base64.b64decode(hooks[0]["webhooks"][0]["clientConfig"]["caBundle"]) == PEM_CA
+    # Without a CA the command says how to give one (one line, exit status 2).
+    del env["CLOUDCOIL_WEBHOOK_CA_FILE"]
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "widget_operator.py"), "manifests"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("Error: ") and "--ca-file" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
