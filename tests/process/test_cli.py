@@ -58,16 +58,17 @@ def when_ready(app: Application, action: object) -> threading.Thread:
     return thread
 
 
-def test_sigterm_drains_and_exits_zero_restoring_handlers(
-    kube_emulator: Emulator, kube_config: Config, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_gracefully_and_handlers_are_restored(
+    kube_emulator: Emulator, kube_config: Config, signum: signal.Signals
 ) -> None:
     kube_emulator.create_object(configmap("cli"))
     app = settings_app(config=kube_config)
-    previous = signal.getsignal(signal.SIGTERM)
-    helper = when_ready(app, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    helper = when_ready(app, lambda: os.kill(os.getpid(), signum))
     build_cli(app).main(["run", "--log-format", "json", "--log-level", "debug"])
     helper.join(5)
-    assert signal.getsignal(signal.SIGTERM) is previous
+    assert {s: signal.getsignal(s) for s in previous} == previous
     assert managed(kube_emulator, "cli")
     assert not kube_config.transport.closed
 
