@@ -454,7 +454,12 @@ def _check_route(review: dict[str, Any], route: Route) -> None:
     if review.get("subResource", "") != route.subresource:
         raise InvalidReview("request.subResource does not match the route")
     namespace = review.get("namespace", "")
-    if (route.scope == "Namespaced" and not namespace) or (route.scope == "Cluster" and namespace):
+    # Since Kubernetes 1.20 a Namespace's own name is sent as request.namespace.
+    own_name = route.target_gvk[:2] == ("", "v1") and route.resource == "namespaces"
+    cluster_namespace_ok = not namespace or (own_name and namespace == review.get("name"))
+    if (route.scope == "Namespaced" and not namespace) or (
+        route.scope == "Cluster" and not cluster_namespace_ok
+    ):
         raise InvalidReview("request.namespace does not fit the route scope")
     new, old = review.get("object"), review.get("oldObject")
     expected = {"CREATE": (True, False), "UPDATE": (True, True), "DELETE": (False, True)}
