@@ -171,3 +171,30 @@ def test_a_component_ending_by_itself_fails_the_run(
     assert not app.healthy
     with pytest.raises(RuntimeError, match="An operator component stopped unexpectedly"):
         app.wait_ready(timeout=1)
+
+
+def test_drain_is_bounded_by_shutdown_timeout(
+    kube_emulator: Emulator,
+    kube_config: Config,
+    running: StartApp,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(config: ConfigMap) -> None:
+        entered.set()
+        release.wait(30)
+
+    app = settings_app(config=kube_config, hook=stuck, controller_options={"shutdown_timeout": 0.5})
+    run = running(app)
+    try:
+        app.wait_ready(timeout=15)
+        kube_emulator.create_object(configmap("stuck"))
+        assert entered.wait(15)
+        run.stop.set()
+        # run() gives up on the pass after shutdown_timeout instead of hanging.
+        assert run.done.wait(15) and run.error is None
+        assert not release.is_set()
+        assert "still running after shutdown_timeout" in caplog.text
+    finally:
+        release.set()
