@@ -64,7 +64,7 @@ def prepare(
     app.config = config
     if app.leader_election is not None:
         app.leader_election = LeaderElection(
-            app.leader_election.name, lease_duration=1, renew_deadline=0.8, retry_period=0.2
+            app.leader_election.name, lease_duration=2, renew_deadline=1.5, retry_period=0.3
         )
     ca = CertificateAuthority(f"{app.name}-test-ca")
     if installed:
