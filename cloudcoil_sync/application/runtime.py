@@ -207,13 +207,14 @@ class _Components:
         self.state.set(manager=manager)
 
     def _start_webhook(self) -> None:
+        from cloudcoil_sync.admission.metrics import InstrumentedAdmission
         from cloudcoil_sync.admission.server import WebhookHost
         from cloudcoil_sync.admission.webhook import AdmissionWebhook
 
         app, state = self.app, self.state
         self.admission = AdmissionWebhook(app.admission_routes(self.config))
         host = WebhookHost.from_settings(
-            self.admission,
+            InstrumentedAdmission(self.admission, self.admission.routes, self.metrics),
             app.webhook,
             healthy=lambda: state.healthy,
             ready=lambda: state.ready,
