@@ -39,6 +39,15 @@ def finalizer_step(request: Request[Any], finalizer: Finalizer) -> Step:
     obj = request.object
     if obj is None:
         return Step.DONE
+    meta = obj.metadata
+    if (
+        meta is not None
+        and not meta.deletion_timestamp
+        and finalizer.key in (meta.finalizers or [])
+    ):
+        # The cached snapshot already holds the finalizer: no live read (the pass's guarded
+        # write refuses a stale snapshot, so a deletion started meanwhile is not missed).
+        return Step.CONTINUE
     api = request.config.client(type(obj), namespace=request.namespace)
     try:
         live = api.get(request.name)
