@@ -212,7 +212,9 @@ class _Components:
         from cloudcoil_sync.admission.webhook import AdmissionWebhook
 
         app, state = self.app, self.state
-        self.admission = AdmissionWebhook(app.admission_routes(self.config))
+        manager = state.manager
+        cache = None if manager is None else manager.cached
+        self.admission = AdmissionWebhook(app.admission_routes(self.config), cache=cache)
         host = WebhookHost.from_settings(
             InstrumentedAdmission(self.admission, self.admission.routes, self.metrics),
             app.webhook,

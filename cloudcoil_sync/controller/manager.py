@@ -143,6 +143,24 @@ class Manager:
     def failure(self) -> BaseException | None:
         return self._failure
 
+    def cached(self, resource: type[Any], namespace: str | None = None) -> Any:
+        """A reader over the informer of the first running controller that watches `resource`.
+
+        Standby replicas run no informers: there (and for kinds no controller watches) this
+        raises ValueError; use a live client instead.
+        """
+        with self._lock:
+            runtimes = list(self._runtimes)
+        for runtime in runtimes:
+            try:
+                return runtime.cached(resource, namespace=namespace)
+            except ValueError:
+                continue
+        raise ValueError(
+            f"{resource.__name__} is not cached by any running controller (standby replicas "
+            "run no informers); use request.client(...) for a live read"
+        )
+
     def metrics(self) -> str:
         """Prometheus text exposition of this manager's registry."""
         return self._metrics.render().decode()

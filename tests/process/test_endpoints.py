@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import json
 import socket
 import ssl
 import threading
@@ -174,3 +175,69 @@ def test_health_bind_failure_is_fatal(kube_config: Config) -> None:
             app.run(stop=threading.Event())
     assert app.manager is not None and app.manager.informer_count == 0
     assert not app.healthy
+
+
+def test_leader_webhook_reads_the_informer_cache_and_reports_metrics(
+    kube_config: Config, running: StartApp, tmp_path: Path
+) -> None:
+    serving = default_ca().issue()
+    certfile, keyfile = tmp_path / "tls.crt", tmp_path / "tls.key"
+    certfile.write_bytes(serving.cert_pem)
+    keyfile.write_bytes(serving.key_pem)
+    port = free_port()
+    app = settings_app(
+        config=kube_config,
+        webhook=WebhookServer(
+            certfile=str(certfile), keyfile=str(keyfile), host="127.0.0.1", port=port
+        ),
+    )
+    seen: list[object] = []
+
+    @app.validate(ConfigMap, path="/validate/settings")
+    def remember(request: AdmissionRequest[ConfigMap]) -> None:
+        seen.append(request.cached(ConfigMap).get("present"))
+
+    kube_config.client(ConfigMap).create(
+        ConfigMap.model_validate(
+            {"metadata": {"name": "present", "labels": {"example.com/manage": "true"}}}
+        )
+    )
+    run = running(app)
+    app.wait_ready(timeout=15)
+    assert wait_until(lambda: app.manager.ready)
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "operation": "CREATE",
+            "name": "new",
+            "namespace": "default",
+            "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "new"}},
+            "oldObject": None,
+            "dryRun": False,
+            "userInfo": {"username": "alice"},
+        },
+    }
+    context = ssl.create_default_context(cadata=default_ca().cert_pem.decode())
+    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    connection.request(
+        "POST",
+        "/validate/settings",
+        body=json.dumps(review),
+        headers={"Content-Type": "application/json"},
+    )
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    connection.close()
+    assert response.status == 200 and answer["response"]["allowed"] is True
+    assert len(seen) == 1 and isinstance(seen[0], ConfigMap) and seen[0].name == "present"
+    status, text = get(http.client.HTTPSConnection("127.0.0.1", port, context=context), "/metrics")
+    assert status == 200
+    assert (
+        'controller_runtime_webhook_requests_total{code="200",webhook="/validate/settings"} 1.0'
+        in text
+    )
+    assert run.close() is None
