@@ -1,0 +1,242 @@
+"""Shared benchmark plumbing: the emulator in its own process, child-process meters.
+
+The emulator runs in a child process so that the operator under test is measured alone
+(its CPU seconds and peak RSS come from /proc, not from this driver). The emulator child
+also answers a few JSON-line commands on stdin (seed objects, count converged objects,
+count write requests) so the driver never pays for HTTP bookkeeping it does not measure.
+
+    python bench/common.py --serve   # (internal) the emulator child
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+LABEL = "bench.cloudcoil.io/managed"
+KEY, VALUE = "managed-by", "cloudcoil"
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+__all__ = [
+    "KEY",
+    "LABEL",
+    "ROOT",
+    "VALUE",
+    "EmulatorProcess",
+    "configmap",
+    "cpu_seconds",
+    "machine",
+    "peak_rss",
+]
+
+
+def configmap(namespace: str, i: int) -> dict[str, Any]:
+    """The seeded object: labelled, a few small keys (~400 bytes of JSON)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"cm-{i:05d}",
+            "namespace": namespace,
+            "labels": {LABEL: "true", "app": "bench"},
+            "annotations": {"bench.cloudcoil.io/owner": "team-a"},
+        },
+        "data": {"index": str(i), "mode": "standard", "settings": "k=v;" * 24},
+    }
+
+
+# -- the emulator child ---------------------------------------------------------------------
+
+
+def _serve() -> None:
+    """Run the emulator; answer one JSON command per stdin line; stop at EOF."""
+    from cloudcoil_sync.testing import Emulator
+
+    emu = Emulator(history_size=200_000, log_size=200_000).start()
+    rt = emu.registry.by_kind("v1", "ConfigMap")
+    assert rt is not None
+    print(
+        json.dumps({"url": emu.url, "token": emu.admin_token, "ca": emu.ca_pem.decode()}),
+        flush=True,
+    )
+
+    def count(namespace: str) -> int:
+        entries, _ = emu.store.scan(rt.key, namespace)
+        return sum(1 for e in entries if (e.obj.get("data") or {}).get(KEY) == VALUE)
+
+    def writes(namespace: str) -> dict[str, int]:
+        marker = f"/namespaces/{namespace}/"
+        counts: dict[str, int] = {}
+        for entry in emu.request_log:
+            if marker in entry.path:
+                counts[entry.method] = counts.get(entry.method, 0) + 1
+        return counts
+
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        op, ns = cmd["op"], cmd.get("namespace", "")
+        reply: Any = None
+        if op == "seed":
+            emu.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            for i in range(cmd["count"]):
+                emu.create_object(configmap(ns, i))
+            emu.clear_log()
+        elif op == "count":
+            reply = count(ns)
+        elif op == "requests":
+            reply = writes(ns)
+            emu.clear_log()
+        elif op == "cpu":
+            reply = time.process_time()
+        print(json.dumps({"reply": reply}), flush=True)
+    emu.stop()
+
+
+class EmulatorProcess:
+    """The emulator child plus its credentials as files (CA, kubeconfig) for other children."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.kill()
+            raise SystemExit("emulator subprocess failed to start")
+        info = json.loads(line)
+        self.url: str = info["url"]
+        self.token: str = info["token"]
+        self.ca_pem: str = info["ca"]
+        self._dir = tempfile.TemporaryDirectory(prefix="cc-bench-")
+        self.ca_file = os.path.join(self._dir.name, "ca.crt")
+        Path(self.ca_file).write_text(self.ca_pem)
+        self._lock = threading.Lock()
+
+    def kubeconfig(self, namespace: str) -> str:
+        """A kubeconfig file for the emulator (token, inline CA data), default `namespace`."""
+        import base64
+
+        path = os.path.join(self._dir.name, f"kubeconfig-{namespace}")
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "bench",
+            "clusters": [
+                {
+                    "name": "emulator",
+                    "cluster": {
+                        "server": self.url,
+                        "certificate-authority-data": base64.b64encode(
+                            self.ca_pem.encode()
+                        ).decode(),
+                    },
+                }
+            ],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [
+                {
+                    "name": "bench",
+                    "context": {"cluster": "emulator", "user": "admin", "namespace": namespace},
+                }
+            ],
+        }
+        Path(path).write_text(yaml.safe_dump(doc))
+        return path
+
+    def call(self, op: str, **args: Any) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        with self._lock:
+            self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the emulator subprocess exited")
+        return json.loads(line)["reply"]
+
+    def seed(self, namespace: str, count: int) -> None:
+        self.call("seed", namespace=namespace, count=count)
+
+    def converged(self, namespace: str) -> int:
+        return int(self.call("count", namespace=namespace))
+
+    def requests(self, namespace: str) -> dict[str, int]:
+        """Requests per method on `namespace` since the last call (the log is then cleared)."""
+        return dict(self.call("requests", namespace=namespace))
+
+    def cpu(self) -> float:
+        return float(self.call("cpu"))
+
+    def close(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._dir.cleanup()
+
+    def __enter__(self) -> EmulatorProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+# -- meters ---------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (not its children)."""
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def peak_rss(pid: int) -> int:
+    """Peak resident set size of `pid` in bytes (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmHWM for process {pid}")
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on (the load average shows other users of the CPU)."""
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        _serve()
+    else:
+        raise SystemExit(__doc__)

@@ -1,0 +1,471 @@
+"""Reconcile benchmark: cloudcoil_sync vs kopf vs a raw `requests` floor (SPEC §9).
+
+N labelled ConfigMaps are seeded in a fresh namespace of one emulator process; each contender
+then runs in its own child process (same worker count) and patches every object to
+``data["managed-by"] = "cloudcoil"``:
+
+- cloudcoil: ``Application.run`` with one Controller whose ``def`` reconcile returns the
+  patched ConfigMap (one guarded patch per object), logging as the ``run`` command sets it up.
+- kopf: ``kopf.run(standalone=True, namespaces=[ns])`` with one sync handler on
+  create/resume/update (label selector) that sets ``patch["data"]``; Events posting off,
+  progress in annotations (no ``status`` writes), ``max_workers`` = workers, logging as
+  ``kopf run`` sets it up (INFO, full format).
+- floor: one unpaged list, then a merge patch per object on a pool of `workers` threads;
+  afterwards a watch that patches whatever lacks the value (for the latency phase).
+
+Per contender: time to converge (from the child's start-up mark, after imports), objects/s,
+the child's own CPU seconds until converged and then idle (kopf's second write pass is
+included), peak RSS (VmHWM), API requests on the namespace, and event-to-reconcile latency
+(p50/p99 over `--samples` single-object updates after convergence).
+
+    python bench/reconcile.py [--counts 1000,5000] [--large] [--workers 4] [--samples 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import contextlib
+
+from common import (
+    KEY,
+    LABEL,
+    VALUE,
+    EmulatorProcess,
+    cpu_seconds,
+    machine,
+    peak_rss,
+)
+
+CONTENDERS = ("cloudcoil", "kopf", "floor")
+IDLE_WINDOW, IDLE_CPU = 1.0, 0.02  # idle: under 20 ms of CPU in one second
+MIN_IDLE, MAX_IDLE = 3.0, 30.0
+
+
+# -- children -------------------------------------------------------------------------------
+
+
+def _started(stop: threading.Event) -> None:
+    """Tell the driver the imports are done; stop when stdin closes."""
+    print(json.dumps({"started": time.time(), "cpu": time.process_time()}), flush=True)
+
+    def wait_eof() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=wait_eof, daemon=True).start()
+
+
+def child_cloudcoil(namespace: str, workers: int) -> None:
+    from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+
+    from cloudcoil_sync import logs
+    from cloudcoil_sync.application import Application
+    from cloudcoil_sync.client import Config
+
+    logs.configure("INFO", "text")
+    config = Config.from_kubeconfig(None, None, namespace=namespace)
+    app = Application("bench", namespace=namespace, config=config)
+    configs = app.controller(ConfigMap, label_selector=f"{LABEL}=true", workers=workers)
+
+    @configs.reconcile()
+    def reconcile(cm: ConfigMap) -> ConfigMap:
+        cm.data = {**(cm.data or {}), KEY: VALUE}
+        return cm
+
+    stop = threading.Event()
+    _started(stop)
+    app.run(stop=stop)
+    config.close()
+
+
+def child_kopf(namespace: str, workers: int) -> None:
+    import concurrent.futures
+
+    import kopf
+    from kopf._core.actions import loggers
+
+    loggers.configure(debug=False, verbose=False, quiet=False)
+    labels = {LABEL: "true"}
+
+    @kopf.on.startup()
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.enabled = False  # no k8s Events (cloudcoil posts none on success)
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage()
+        settings.execution.executor = concurrent.futures.ThreadPoolExecutor(workers)
+        settings.execution.max_workers = workers
+
+    @kopf.on.resume("configmaps", labels=labels)
+    @kopf.on.create("configmaps", labels=labels)
+    @kopf.on.update("configmaps", labels=labels)
+    def sync(body: Any, patch: Any, **_: Any) -> None:
+        if (body.get("data") or {}).get(KEY) != VALUE:
+            patch["data"] = {KEY: VALUE}
+
+    stop = threading.Event()
+    _started(stop)
+    kopf.run(standalone=True, namespaces=[namespace], stop_flag=stop)
+
+
+def child_floor(namespace: str, workers: int) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+
+    url, token, ca_file = os.environ["BENCH_URL"], os.environ["BENCH_TOKEN"], os.environ["BENCH_CA"]
+    session = requests.Session()
+    session.trust_env = False
+    session.verify = ca_file
+    session.mount("https://", requests.adapters.HTTPAdapter(pool_maxsize=workers + 2))
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    patch_headers = {**headers, "Content-Type": "application/merge-patch+json"}
+    base = f"{url}/api/v1/namespaces/{namespace}/configmaps"
+    body = json.dumps({"data": {KEY: VALUE}})
+    selector = {"labelSelector": f"{LABEL}=true"}
+
+    def patch(name: str) -> None:
+        session.patch(f"{base}/{name}", data=body, headers=patch_headers).raise_for_status()
+
+    stop = threading.Event()
+    _started(stop)
+    pool = ThreadPoolExecutor(workers)
+    listed = session.get(base, params=selector, headers=headers)
+    listed.raise_for_status()
+    doc = listed.json()
+    names = [o["metadata"]["name"] for o in doc["items"] if (o.get("data") or {}).get(KEY) != VALUE]
+    list(pool.map(patch, names))
+    version = doc["metadata"]["resourceVersion"]
+    watcher = requests.Session()
+    watcher.trust_env = False
+    watcher.verify = ca_file
+    while not stop.is_set():  # the event-driven part: patch what lacks the value
+        params = {**selector, "watch": "1", "resourceVersion": version, "timeoutSeconds": "300"}
+        with watcher.get(base, params=params, headers=headers, stream=True) as resp:
+            resp.raise_for_status()
+            for line in resp.iter_lines(chunk_size=None):
+                if not line:
+                    continue
+                event = json.loads(line)
+                obj = event["object"]
+                version = obj["metadata"].get("resourceVersion", version)
+                if (
+                    event["type"] in ("ADDED", "MODIFIED")
+                    and (obj.get("data") or {}).get(KEY) != VALUE
+                ):
+                    pool.submit(patch, obj["metadata"]["name"])
+
+
+CHILDREN: dict[str, Callable[[str, int], None]] = {
+    "cloudcoil": child_cloudcoil,
+    "kopf": child_kopf,
+    "floor": child_floor,
+}
+
+
+# -- driver ---------------------------------------------------------------------------------
+
+
+class Child:
+    """One contender's process, its start-up mark and its stderr (kept for failures)."""
+
+    def __init__(self, emu: EmulatorProcess, name: str, namespace: str, workers: int) -> None:
+        env = dict(os.environ)
+        env.update(
+            KUBECONFIG=emu.kubeconfig(namespace),
+            BENCH_URL=emu.url,
+            BENCH_TOKEN=emu.token,
+            BENCH_CA=emu.ca_file,
+        )
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
+        self.spawned = time.time()
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--child", name, namespace, str(workers)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{name} child failed to start:\n{self.stderr()}")
+        mark = json.loads(line)
+        self.started, self.import_cpu = float(mark["started"]), float(mark["cpu"])
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stderr(self, tail: int = 3000) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-tail:]
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def wait_converged(emu: EmulatorProcess, child: Child, namespace: str, count: int) -> float:
+    deadline = time.time() + max(120.0, count / 20)
+    while emu.converged(namespace) < count:
+        if child.proc.poll() is not None:
+            raise RuntimeError(f"child exited ({child.proc.returncode}):\n{child.stderr()}")
+        if time.time() > deadline:
+            raise RuntimeError(f"not converged in time:\n{child.stderr()}")
+        time.sleep(0.05)
+    return time.time()
+
+
+def wait_idle(pid: int) -> float:
+    """Wait until the child's CPU use stays under IDLE_CPU per IDLE_WINDOW; return its CPU."""
+    start = time.time()
+    last = cpu_seconds(pid)
+    while True:
+        time.sleep(IDLE_WINDOW)
+        now = cpu_seconds(pid)
+        waited = time.time() - start
+        if (now - last < IDLE_CPU and waited >= MIN_IDLE) or waited >= MAX_IDLE:
+            return now
+        last = now
+
+
+class Observer:
+    """A watch on the namespace from the driver: when did `name` show `seq` and the value."""
+
+    def __init__(self, emu: EmulatorProcess, namespace: str) -> None:
+        import requests
+
+        self.session = requests.Session()
+        self.session.trust_env = False
+        self.session.verify = emu.ca_file
+        self.headers = {"Authorization": f"Bearer {emu.token}", "Accept": "application/json"}
+        self.base = f"{emu.url}/api/v1/namespaces/{namespace}/configmaps"
+        listed = self.session.get(self.base, params={"limit": "1"}, headers=self.headers)
+        listed.raise_for_status()
+        version = listed.json()["metadata"]["resourceVersion"]
+        self.seen: dict[str, str] = {}
+        self.changed = threading.Condition()
+        self.resp = requests.Session()
+        self.resp.trust_env = False
+        self.resp.verify = emu.ca_file
+        self.stream = self.resp.get(
+            self.base,
+            params={"watch": "1", "resourceVersion": version, "timeoutSeconds": "600"},
+            headers=self.headers,
+            stream=True,
+        )
+        self.stream.raise_for_status()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            for line in self.stream.iter_lines(chunk_size=None):
+                if not line:
+                    continue
+                obj = json.loads(line)["object"]
+                data = obj.get("data") or {}
+                if data.get(KEY) == VALUE and "seq" in data:
+                    with self.changed:
+                        self.seen[obj["metadata"]["name"]] = data["seq"]
+                        self.changed.notify_all()
+        except Exception:  # the stream is closed at the end
+            return
+
+    def sample(self, name: str, seq: str, timeout: float = 10.0) -> float | None:
+        patch = json.dumps({"data": {KEY: None, "seq": seq}})
+        headers = {**self.headers, "Content-Type": "application/merge-patch+json"}
+        t0 = time.perf_counter()
+        self.session.patch(f"{self.base}/{name}", data=patch, headers=headers).raise_for_status()
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while self.seen.get(name) != seq:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.changed.wait(left)
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        # Closing an SSL stream another thread reads blocks; shut the socket down first.
+        connection = getattr(self.stream.raw, "_connection", None)
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self.thread.join(5)
+        self.stream.close()
+        self.resp.close()
+        self.session.close()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def note(message: str) -> None:
+    print(f"[reconcile {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run_one(
+    emu: EmulatorProcess, name: str, count: int, workers: int, samples: int
+) -> dict[str, Any]:
+    namespace = f"{name}-{count}"
+    emu.seed(namespace, count)
+    emu_cpu0 = emu.cpu()
+    note(f"{name}: {count} objects seeded; starting")
+    child = Child(emu, name, namespace, workers)
+    try:
+        converged = wait_converged(emu, child, namespace, count)
+        note(f"{name}: converged in {converged - child.started:.2f}s; waiting for idle")
+        cpu_converged = cpu_seconds(child.pid)
+        cpu_idle = wait_idle(child.pid)
+        rss = peak_rss(child.pid)
+        requests_made = emu.requests(namespace)
+        emu_cpu = emu.cpu() - emu_cpu0
+        latencies: list[float] = []
+        lost = 0
+        lat_cpu = 0.0
+        if samples:
+            note(f"{name}: measuring latency ({samples} samples)")
+            observer = Observer(emu, namespace)
+            cpu0 = cpu_seconds(child.pid)
+            for k in range(samples):
+                got = observer.sample(f"cm-{k % count:05d}", str(k))
+                if got is None:
+                    lost += 1
+                else:
+                    latencies.append(got)
+            lat_cpu = cpu_seconds(child.pid) - cpu0
+            observer.close()
+        rss_end = peak_rss(child.pid)
+    except BaseException:
+        sys.stderr.write(child.stderr())
+        raise
+    finally:
+        child.stop()
+    seconds = converged - child.started
+    work_cpu = cpu_idle - child.import_cpu
+    writes = sum(v for k, v in requests_made.items() if k != "GET")
+    result: dict[str, Any] = {
+        "contender": name,
+        "count": count,
+        "workers": workers,
+        "startup_s": round(child.started - child.spawned, 3),
+        "import_cpu_s": round(child.import_cpu, 3),
+        "converge_s": round(seconds, 3),
+        "objects_per_s": round(count / seconds, 1),
+        "cpu_converge_s": round(cpu_converged - child.import_cpu, 3),
+        "cpu_total_s": round(work_cpu, 3),
+        "cpu_ms_per_object": round(work_cpu / count * 1e3, 3),
+        "peak_rss_mb": round(rss / 2**20, 1),
+        "peak_rss_after_latency_mb": round(rss_end / 2**20, 1),
+        "requests": requests_made,
+        "writes_per_object": round(writes / count, 2),
+        "emulator_cpu_s": round(emu_cpu, 2),
+    }
+    if samples:
+        result.update(
+            latency_p50_ms=round(percentile(latencies, 0.5) * 1e3, 2) if latencies else None,
+            latency_p99_ms=round(percentile(latencies, 0.99) * 1e3, 2) if latencies else None,
+            latency_mean_ms=round(statistics.fmean(latencies) * 1e3, 2) if latencies else None,
+            latency_samples=len(latencies),
+            latency_lost=lost,
+            latency_cpu_ms_per_event=round(lat_cpu / samples * 1e3, 3),
+        )
+    return result
+
+
+def ratios(results: list[dict[str, Any]]) -> None:
+    """Add cloudcoil/floor and cloudcoil/kopf ratios of time, CPU and RSS to each count."""
+    by = {(r["count"], r["contender"]): r for r in results}
+    for r in results:
+        for other in ("floor", "kopf"):
+            base = by.get((r["count"], other))
+            if base is None or base is r:
+                continue
+            for field in ("converge_s", "cpu_total_s", "peak_rss_mb", "latency_p50_ms"):
+                if r.get(field) and base.get(field):
+                    r[f"{field}_vs_{other}"] = round(r[field] / base[field], 2)
+
+
+def bench(counts: list[int], workers: int, samples: int, contenders: list[str]) -> dict[str, Any]:
+    results: list[dict[str, Any]] = []
+    load = [machine()["loadavg"]]
+    for count in counts:
+        with EmulatorProcess() as emu:  # one emulator per N, shared by the contenders
+            for name in contenders:
+                result = run_one(emu, name, count, workers, samples)
+                result["loadavg_1m"] = round(os.getloadavg()[0], 2)
+                print(json.dumps(result), flush=True)
+                results.append(result)
+    ratios(results)
+    load.append(machine()["loadavg"])
+    return {"machine": machine(), "loadavg_before_after": load, "results": results}
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = [
+        "| N | contender | converge s | obj/s | CPU s | CPU ms/obj | peak RSS MB | writes/obj"
+        " | p50 ms | p99 ms | time vs floor | CPU vs floor | CPU vs kopf | RSS vs kopf | load |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['count']} | {r['contender']} | {r['converge_s']} | {r['objects_per_s']} "
+            f"| {r['cpu_total_s']} | {r['cpu_ms_per_object']} | {r['peak_rss_mb']} "
+            f"| {r['writes_per_object']} | {r.get('latency_p50_ms', '')} "
+            f"| {r.get('latency_p99_ms', '')} | {r.get('converge_s_vs_floor', '')} "
+            f"| {r.get('cpu_total_s_vs_floor', '')} | {r.get('cpu_total_s_vs_kopf', '')} "
+            f"| {r.get('peak_rss_mb_vs_kopf', '')} | {r.get('loadavg_1m', '')} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", default="1000,5000")
+    parser.add_argument("--large", action="store_true", help="also N=20000")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--samples", type=int, default=200, help="latency samples (0: none)")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        name, namespace, workers = args.child
+        CHILDREN[name](namespace, int(workers))
+        return
+    counts = [int(c) for c in args.counts.split(",") if c]
+    if args.large and 20000 not in counts:
+        counts.append(20000)
+    report = bench(counts, args.workers, args.samples, args.contenders.split(","))
+    print(table(report["results"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
