@@ -148,12 +148,14 @@ class Transport:
         content_type: str | None = None,
         stream: bool = False,
         read_timeout: float | None = None,
+        connect_timeout: float | None = None,
         retries: int | None = None,
     ) -> requests.Response:
         """Send with rate limit and retries; return a 2xx/3xx response or raise a typed error.
 
         ``body`` is JSON-encoded unless it is ``bytes``. ``retries`` overrides the policy's
-        ``max_retries`` for this call (e.g. 0 for lease renewals bound by a deadline).
+        ``max_retries`` for this call (e.g. 0 for lease renewals bound by a deadline);
+        ``connect_timeout`` bounds the connect and TLS handshake of this call.
         """
         if self._closed.is_set():
             raise TransportError("client is closed", method=method)
@@ -161,7 +163,7 @@ class Transport:
         data = body if body is None or isinstance(body, bytes) else _dumps(body)
         if data is not None and content_type is None:
             content_type = _JSON
-        timeout = (self.connect_timeout, read_timeout or self.timeout)
+        timeout = (connect_timeout or self.connect_timeout, read_timeout or self.timeout)
         idempotent = method in IDEMPOTENT_METHODS
         limit = self.retry.max_retries if retries is None else retries
         attempt, reauthed = 0, False

@@ -31,7 +31,6 @@ released only once ``work`` has returned.
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import logging
 import math
@@ -794,16 +793,13 @@ class _ClientLeaseAPI:
         self._transport = config.transport
         self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self._item = f"{self._collection}/{name}"
-        # Bound the connect (and TLS handshake) too when the transport allows it.
-        parameters = inspect.signature(self._transport.request).parameters
-        self._bound_connect = "connect_timeout" in parameters
 
     def _send(self, method: str, path: str, timeout: float, body: Any = None) -> dict[str, Any]:
         timeout = max(0.05, timeout)
-        options: dict[str, Any] = {"read_timeout": timeout, "retries": 0}
-        if self._bound_connect:
-            options["connect_timeout"] = timeout
-        answer = self._transport.request_json(method, path, body=body, **options)
+        # The connect and TLS handshake are bounded too: a partition must not outlast it.
+        answer = self._transport.request_json(
+            method, path, body=body, read_timeout=timeout, connect_timeout=timeout, retries=0
+        )
         if not isinstance(answer, dict):
             raise TransportError(f"{method} {path}: the answer is not a JSON object")
         return answer

@@ -246,3 +246,18 @@ def test_per_call_retry_override(config: Config) -> None:
     with pytest.raises(ServerError):
         config.transport.request_json("GET", "/api/v1/namespaces/default/configmaps/a", retries=0)
     assert len(responses.calls) == 1
+
+
+@responses.activate
+def test_per_call_timeouts_override_the_config_defaults(config: Config) -> None:
+    responses.get(f"{CM_URL}/a", json=_cm())
+    config.transport.request_json("GET", "/api/v1/namespaces/default/configmaps/a")
+    config.transport.request_json(
+        "GET",
+        "/api/v1/namespaces/default/configmaps/a",
+        read_timeout=1.5,
+        connect_timeout=0.5,
+    )
+    first, second = (call.request.req_kwargs["timeout"] for call in responses.calls)
+    assert first == (config.transport.connect_timeout, config.transport.timeout)
+    assert second == (0.5, 1.5)
