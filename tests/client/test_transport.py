@@ -258,6 +258,6 @@ def test_per_call_timeouts_override_the_config_defaults(config: Config) -> None:
         read_timeout=1.5,
         connect_timeout=0.5,
     )
-    first, second = (call.request.req_kwargs["timeout"] for call in responses.calls)
+    first, second = (vars(call.request)["req_kwargs"]["timeout"] for call in responses.calls)
     assert first == (config.transport.connect_timeout, config.transport.timeout)
     assert second == (0.5, 1.5)
