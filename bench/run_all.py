@@ -1,0 +1,174 @@
+"""Run every benchmark; write bench/results.json, bench/results.md and bench/converge.png.
+
+    python bench/run_all.py [--large] [--workers 4] [--skip client,admission,...]
+
+`bench/client.py` and `bench/admission.py` print their own tables (kept verbatim in the
+report); reconcile, memory and start-up return figures that go into the JSON and tables.
+A default run takes a few minutes on 2 cores; ``--large`` adds N=20k to the reconcile runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import memory
+import reconcile
+import startup
+from common import ROOT, machine
+
+HERE = ROOT / "bench"
+STEPS = ("client", "admission", "reconcile", "memory", "startup")
+
+
+def note(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def script(name: str, *args: str) -> dict[str, Any]:
+    """Run another author's benchmark script; keep its printed table."""
+    started = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, str(HERE / f"{name}.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+        check=False,
+    )
+    if out.returncode != 0:
+        note(f"{name}.py failed ({out.returncode}): {out.stderr[-2000:]}")
+    return {
+        "returncode": out.returncode,
+        "seconds": round(time.perf_counter() - started, 1),
+        "output": out.stdout,
+    }
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> str | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install -e '.[bench]'): no plot"
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name in reconcile.CONTENDERS:
+        points = sorted((r["count"], r["converge_s"]) for r in results if r["contender"] == name)
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, marker="o", label=name)
+    ax.set_xlabel("ConfigMaps (N)")
+    ax.set_ylabel("time to converge (s)")
+    ax.set_title("Reconcile N labelled ConfigMaps (same emulator, same workers)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None
+
+
+def markdown(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    parts = [
+        "# cloudcoil_sync benchmark results",
+        "",
+        f"{m['time']} · Python {m['python']} · {m['cpus']} CPUs · {m['platform']}",
+        f"Load average before: {report['loadavg_before']} · after: {m['loadavg']} "
+        "(the machine may be shared: read figures as relative).",
+        "",
+    ]
+    if "reconcile" in report:
+        rec = report["reconcile"]
+        parts += [
+            "## Reconcile N labelled ConfigMaps (cloudcoil_sync vs kopf vs raw floor)",
+            "",
+            f"Workers: {rec['results'][0]['workers']} each. CPU s: the operator process's own CPU "
+            "from its start-up mark (after imports) until converged and then idle. RSS: peak "
+            "(VmHWM). p50/p99: event-to-reconcile latency after convergence. Ratios are "
+            "row / floor and row / kopf.",
+            "",
+            reconcile.table(rec["results"]),
+            "",
+        ]
+        if report.get("plot"):
+            parts += [f"![converge time vs N]({report['plot']})", ""]
+    if "memory" in report:
+        parts += [
+            "## Informer memory per cached object",
+            "",
+            memory.table(report["memory"]["results"]),
+            "",
+            f"Growth: {json.dumps(report['memory']['growth'])}",
+            "",
+        ]
+    if "startup" in report:
+        parts += [
+            "## Start-up: `manifests` vs importing the models",
+            "",
+            startup.table(report["startup"]["results"]),
+            "",
+        ]
+    for name in ("client", "admission"):
+        if name in report:
+            parts += [
+                f"## bench/{name}.py",
+                "",
+                "```",
+                report[name]["output"].rstrip(),
+                "```",
+                "",
+            ]
+    return "\n".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--large", action="store_true", help="reconcile also N=20000")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--skip", default="", help=f"comma-separated, of {','.join(STEPS)}")
+    args = parser.parse_args()
+    skip = {s for s in args.skip.split(",") if s}
+    report: dict[str, Any] = {"loadavg_before": machine()["loadavg"]}
+    if "client" not in skip:
+        note("client.py")
+        report["client"] = script("client")
+    if "admission" not in skip:
+        note("admission.py")
+        report["admission"] = script("admission")
+    if "reconcile" not in skip:
+        note("reconcile")
+        counts = [1000, 5000] + ([20000] if args.large else [])
+        report["reconcile"] = reconcile.bench(
+            counts, args.workers, args.samples, list(reconcile.CONTENDERS)
+        )
+        problem = plot(report["reconcile"]["results"], HERE / "converge.png")
+        if problem:
+            note(problem)
+        else:
+            report["plot"] = "converge.png"
+    if "memory" not in skip:
+        note("memory")
+        report["memory"] = memory.bench([1000, 5000, 20000])
+    if "startup" not in skip:
+        note("startup")
+        report["startup"] = startup.bench(7)
+    report["machine"] = machine()
+    (HERE / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    (HERE / "results.md").write_text(markdown(report))
+    note("wrote bench/results.json and bench/results.md")
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
