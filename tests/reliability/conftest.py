@@ -18,7 +18,7 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.application import Application
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller import Controller
+from cloudcoil_sync.controller import Controller, LeaderElection
 from cloudcoil_sync.testing import Emulator
 
 LABEL = "reliability.example.com/managed"
@@ -60,10 +60,11 @@ def echo_operator(
     *,
     hook: Hook | None = None,
     finalizer: bool = True,
+    election: LeaderElection | None = None,
     **options: Any,
 ) -> tuple[Application, Controller[ConfigMap]]:
     """The operator under test; `hook(cm)` runs first in every reconcile pass."""
-    app = Application("reliability", config=config)
+    app = Application("reliability", config=config, leader_election=election)
     options.setdefault("workers", 4)
     configs = app.controller(ConfigMap, label_selector=f"{LABEL}=true", **options)
 
