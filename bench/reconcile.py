@@ -423,7 +423,31 @@ def bench(counts: list[int], workers: int, samples: int, contenders: list[str]) 
                 results.append(result)
     ratios(results)
     load.append(machine()["loadavg"])
-    return {"machine": machine(), "loadavg_before_after": load, "results": results}
+    return {
+        "machine": machine(),
+        "loadavg_before_after": load,
+        "results": results,
+        "growth": growth(results),
+    }
+
+
+def growth(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per contender, largest N vs smallest N: per-object time, CPU and RSS ratios."""
+    out: dict[str, dict[str, float]] = {}
+    for name in CONTENDERS:
+        rows = sorted((r for r in results if r["contender"] == name), key=lambda r: r["count"])
+        if len(rows) < 2:
+            continue
+        small, large = rows[0], rows[-1]
+        scale = large["count"] / small["count"]
+        out[name] = {
+            "from": small["count"],
+            "to": large["count"],
+            "time_per_object": round(large["converge_s"] / small["converge_s"] / scale, 2),
+            "cpu_per_object": round(large["cpu_ms_per_object"] / small["cpu_ms_per_object"], 2),
+            "peak_rss": round(large["peak_rss_mb"] / small["peak_rss_mb"], 2),
+        }
+    return out
 
 
 def table(results: list[dict[str, Any]]) -> str:

@@ -99,6 +99,13 @@ def markdown(report: dict[str, Any]) -> str:
             "",
             reconcile.table(rec["results"]),
             "",
+            "Growth (largest N / smallest N; per-object time and CPU, 1.0 = linear): "
+            + "; ".join(
+                f"{name} {g['from']}→{g['to']}: time/obj {g['time_per_object']}x, "
+                f"CPU/obj {g['cpu_per_object']}x, peak RSS {g['peak_rss']}x"
+                for name, g in rec.get("growth", {}).items()
+            ),
+            "",
         ]
         if report.get("plot"):
             parts += [f"![converge time vs N]({report['plot']})", ""]
