@@ -60,6 +60,7 @@ def test_failing_and_hung_handlers_back_off_per_key_and_stop_is_bounded(
     kube_config: Config,
     operators: Callable[[Application], Running],
     release: threading.Event,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     kube = kube_emulator
     faulty = Faulty(release)
@@ -117,4 +118,5 @@ def test_failing_and_hung_handlers_back_off_per_key_and_stop_is_bounded(
     error = running.close(timeout=15)
     elapsed = time.monotonic() - started
     assert elapsed < RECONCILE_TIMEOUT - 0.2, f"stop took {elapsed:.2f}s with a stuck handler"
-    assert error is None or "stuck" in str(error) or "shutdown" in str(error).lower(), error
+    assert error is None  # a clean stop; the stuck pass is reported, not waited for
+    assert "still running after shutdown_timeout" in caplog.text
