@@ -17,7 +17,7 @@ from cloudcoil_sync.testing import Emulator
 
 from .conftest import Record, Running, configmap, converge, echo_operator, unconverged, wait_until
 
-RECONCILE_TIMEOUT = 2.0
+RECONCILE_TIMEOUT = 4.0
 SHUTDOWN_TIMEOUT = 0.5
 
 
