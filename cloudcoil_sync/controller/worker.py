@@ -28,6 +28,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync.client.api import ResourceClient
+from cloudcoil_sync.client.errors import APIError, Conflict, TransportError
 from cloudcoil_sync.controller.metrics import ControllerMetrics
 from cloudcoil_sync.controller.persist import persist, status_only
 from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
@@ -218,6 +219,11 @@ class Reconciler(Generic[T]):
             self._log.error("Reconcile of %s timed out; its result was discarded", key)
         elif terminal:
             self._log.error("Reconcile of %s failed terminally: %s", key, error)
+        elif isinstance(error, Conflict):
+            # Optimistic concurrency at work: the next pass reads the newer object.
+            self._log.info("Reconcile of %s will retry: the object changed (%s)", key, error)
+        elif isinstance(error, APIError | TransportError):
+            self._log.warning("Reconcile of %s failed: %s", key, error)
         else:
             self._log.warning("Reconcile of %s failed: %s", key, error, exc_info=error)
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -546,3 +547,40 @@ def test_stuck_threads_are_bounded(kube_config: Config, loops: list[Loop]) -> No
     assert loop.pool.timed_out == 2
     release.set()
     assert loop.called("s3", 1)
+
+
+def test_failure_logs_match_their_cause(
+    kube_emulator: Emulator,
+    kube_config: Config,
+    loops: list[Loop],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="cloudcoil_sync")
+    api = kube_config.client(ConfigMap).raw
+    api.create({"metadata": {"name": "conflicted"}})
+    api.create({"metadata": {"name": "unavailable"}})
+    api.create({"metadata": {"name": "buggy"}})
+    kube_emulator.faults.inject(409, count=1, method="PATCH", path="conflicted")
+    kube_emulator.faults.inject(503, count=1, method="PATCH", path="unavailable")
+    raised = threading.Event()
+
+    def handler(key: ResourceKey, cm: ConfigMap | None) -> ConfigMap | None:
+        if key.name == "buggy" and not raised.is_set():
+            raised.set()
+            raise KeyError("a bug in the handler")
+        return mark_managed(key, cm)
+
+    loop = run(loops, kube_config, ConfigMap, handler)
+    assert loop.called("conflicted", 2) and loop.called("unavailable", 2)
+    assert loop.called("buggy", 2)
+    outcomes = [r for r in caplog.records if "Reconcile of" in r.getMessage()]
+    by_key = {
+        name: next(r for r in outcomes if name in r.getMessage())
+        for name in ("conflicted", "unavailable", "buggy")
+    }
+    # A 409 is optimistic concurrency working: INFO, no traceback.
+    assert by_key["conflicted"].levelno == logging.INFO and by_key["conflicted"].exc_info is None
+    # An API failure is a one-line warning; a handler bug keeps its traceback.
+    assert by_key["unavailable"].levelno == logging.WARNING
+    assert by_key["unavailable"].exc_info is None
+    assert by_key["buggy"].levelno == logging.WARNING and by_key["buggy"].exc_info is not None
