@@ -63,6 +63,17 @@ class OperatorEndpoints:
         self.registry = registry
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        body = self._route(environ, start_response)
+        if environ.get("REQUEST_METHOD") != "HEAD":
+            return body
+        # waitress sends whatever the app returns, even for HEAD; a body there would be read
+        # as the next response on a kept-alive connection.
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()
+        return []
+
+    def _route(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         check = self.checks.get(path)
         if check is not None:

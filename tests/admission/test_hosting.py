@@ -461,3 +461,32 @@ def test_head_and_post_on_health_paths(
     response = connection.getresponse()
     assert (response.status, response.read()) == (503, b"not ready\n")
     connection.close()
+
+
+def test_head_answers_carry_headers_but_no_body() -> None:
+    from cloudcoil_sync.admission.server import OperatorEndpoints
+
+    closed: list[bool] = []
+
+    class Body(list[bytes]):
+        def close(self) -> None:
+            closed.append(True)
+
+    def app(environ: dict[str, Any], start_response: Any) -> Body:
+        start_response("405 Method Not Allowed", [("Content-Length", "9")])
+        return Body([b"not POST\n"])
+
+    endpoints = OperatorEndpoints(app)
+    seen: list[tuple[str, list[tuple[str, str]]]] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        seen.append((status, headers))
+
+    for path in ("/healthz", "/validate/x"):
+        body = endpoints({"REQUEST_METHOD": "HEAD", "PATH_INFO": path}, start_response)
+        assert list(body) == []
+    assert [status for status, _ in seen] == ["200 OK", "405 Method Not Allowed"]
+    assert ("Content-Length", "3") in seen[0][1]  # the length a GET would have
+    assert closed == [True]
+    get = endpoints({"REQUEST_METHOD": "GET", "PATH_INFO": "/healthz"}, start_response)
+    assert list(get) == [b"ok\n"]
