@@ -479,8 +479,9 @@ def test_head_answers_carry_headers_but_no_body() -> None:
     endpoints = OperatorEndpoints(app)
     seen: list[tuple[str, list[tuple[str, str]]]] = []
 
-    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
         seen.append((status, headers))
+        return seen.append
 
     for path in ("/healthz", "/validate/x"):
         body = endpoints({"REQUEST_METHOD": "HEAD", "PATH_INFO": path}, start_response)
