@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import http.cookiejar
 import json
+import os
+import ssl
 import threading
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import requests
 import requests.adapters
 import requests.utils
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
+from urllib3.util.ssl_ import create_urllib3_context
 
 from cloudcoil_sync.client.auth import Auth
 from cloudcoil_sync.client.errors import APITimeout, TransportError, api_error
@@ -61,10 +64,16 @@ def _not_sent(exc: Exception) -> bool:
 
 class _Adapter(requests.adapters.HTTPAdapter):
     """HTTPAdapter that can verify the server under another name (kubeconfig
-    ``tls-server-name``): SNI and hostname check use it instead of the URL's host."""
+    ``tls-server-name``): SNI and hostname check use it instead of the URL's host.
 
-    def __init__(self, tls_server_name: str | None, **kwargs: Any) -> None:
+    Requests made with the configured ``verify`` and no client certificate use one
+    prebuilt SSL context: stock requests stats the CA path on every request.
+    """
+
+    def __init__(self, tls_server_name: str | None, verify: bool | str, **kwargs: Any) -> None:
         self._tls_server_name = tls_server_name
+        self._verify = verify
+        self._context = _ca_context(verify)
         super().__init__(**kwargs)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
@@ -72,6 +81,37 @@ class _Adapter(requests.adapters.HTTPAdapter):
             kwargs["server_hostname"] = self._tls_server_name
             kwargs["assert_hostname"] = self._tls_server_name
         super().init_poolmanager(*args, **kwargs)
+
+    def _prebuilt(self, verify: Any, cert: Any) -> bool:
+        return self._context is not None and cert is None and verify == self._verify
+
+    def build_connection_pool_key_attributes(
+        self, request: requests.PreparedRequest, verify: Any, cert: Any = None
+    ) -> Any:  # requests' own return types are private
+        if not self._prebuilt(verify, cert):
+            return super().build_connection_pool_key_attributes(request, verify, cert)
+        url = urlsplit(request.url or "")
+        host = {"scheme": url.scheme.lower(), "host": url.hostname, "port": url.port}
+        return host, {"cert_reqs": "CERT_REQUIRED", "ssl_context": self._context}
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        if self._prebuilt(verify, cert) and url.lower().startswith("https"):
+            conn.cert_reqs = "CERT_REQUIRED"  # CA already in the pool's ssl_context
+            return
+        super().cert_verify(conn, url, verify, cert)
+
+
+def _ca_context(verify: bool | str) -> ssl.SSLContext | None:
+    """The context urllib3 would build per connection, with the CA loaded once."""
+    if verify is False:
+        return None
+    ca = requests.utils.DEFAULT_CA_BUNDLE_PATH if verify is True else verify
+    ctx = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED)
+    if os.path.isdir(ca):
+        ctx.load_verify_locations(capath=ca)
+    else:
+        ctx.load_verify_locations(cafile=ca)
+    return ctx
 
 
 class Transport:
@@ -110,7 +150,7 @@ class Transport:
         # The API server sets no cookies we want; refuse them so threads share no jar state.
         session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
         adapter = _Adapter(
-            tls_server_name, pool_connections=4, pool_maxsize=pool_maxsize, max_retries=0
+            tls_server_name, verify, pool_connections=4, pool_maxsize=pool_maxsize, max_retries=0
         )
         session.mount("https://", adapter)
         session.mount("http://", adapter)
