@@ -12,11 +12,14 @@ import os
 import ssl
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode, urlsplit
 
 import requests
 import requests.adapters
+import requests.cookies
+import requests.hooks
+import requests.structures
 import requests.utils
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
 from urllib3.util.ssl_ import create_urllib3_context
@@ -156,6 +159,10 @@ class Transport:
         session.mount("http://", adapter)
         self.session = session
         self._adapter = adapter
+        # Session.request's per-call work, done once; URLs with user info take the slow path
+        # (requests turns them into basic auth).
+        self._base_headers = cast(dict[str, str], dict(session.headers))
+        self._fast = not any(requests.utils.get_auth_from_url(self.server))
 
     @property
     def closed(self) -> bool:
@@ -211,14 +218,8 @@ class Transport:
             self.limiter.acquire()
             authz, cert = self.auth.credentials()
             try:
-                resp = self.session.request(
-                    method,
-                    url,
-                    data=data,
-                    headers=self._headers(authz, content_type),
-                    timeout=timeout,
-                    stream=stream,
-                    cert=cert or self._cert,
+                resp = self._send(
+                    method, url, data, self._headers(authz, content_type), timeout, stream, cert
                 )
             except requests.RequestException as exc:
                 err = map_transport_error(exc, method, url, self.server)
@@ -251,6 +252,44 @@ class Transport:
                 attempt += 1
                 continue
             raise err_
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None,
+        headers: dict[str, str],
+        timeout: tuple[float, float],
+        stream: bool,
+        cert: tuple[str, str] | None,
+    ) -> requests.Response:
+        """``Session.request`` without its per-call merging of session settings that never
+        change here (no cookies, auth or params on the session, ``trust_env`` off)."""
+        session = self.session
+        cert = cert or self._cert
+        if not self._fast or not url.isascii():
+            return session.request(
+                method, url, data=data, headers=headers, timeout=timeout, stream=stream, cert=cert
+            )
+        prep = requests.PreparedRequest()
+        prep.method = method.upper()
+        prep.url = requests.utils.requote_uri(url)
+        merged = requests.structures.CaseInsensitiveDict(self._base_headers)
+        merged.update(headers)
+        prep.headers = merged
+        prep._cookies = requests.cookies.RequestsCookieJar()  # type: ignore[attr-defined]
+        prep.body = data
+        prep.prepare_content_length(data)
+        prep.hooks = requests.hooks.default_hooks()
+        return session.send(
+            prep,
+            timeout=timeout,
+            allow_redirects=True,
+            stream=stream,
+            verify=session.verify,
+            cert=cert if cert is not None else session.cert,
+            proxies=session.proxies,
+        )
 
     def request_json(self, method: str, path: str, **kwargs: Any) -> Any:
         """:meth:`request` and decode the JSON body (``TransportError`` if it is not JSON)."""
