@@ -42,8 +42,16 @@ def _check_json(value: Any, where: str) -> None:
             raise TypeError(f"{where} contains {type(item).__name__}, which is not a JSON value")
 
 
+# Types whose Python equality is JSON equality when both sides have the same type
+# (not float: -0.0 == 0.0 but they serialise differently).
+_SCALARS: Final = frozenset({str, int, bool, type(None)})
+
+
 def _same(a: Any, b: Any) -> bool:
     """JSON equality: 1 and True differ, 1 and 1.0 differ, object key order is ignored."""
+    kind = type(a)
+    if kind is type(b) and kind in _SCALARS:  # most leaves: skip the two dumps
+        return bool(a == b)
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
