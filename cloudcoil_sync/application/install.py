@@ -27,6 +27,7 @@ from .progress import (
     InstallError,
     InstallTimeout,
     Progress,
+    Steps,
     describe,
     field_manager,
 )
@@ -111,7 +112,7 @@ def load_config(namespace: str, timeout: float) -> Config:
     return Config.load(namespace=namespace, timeout=min(30.0, timeout), max_retries=3)
 
 
-class _Installer:
+class _Installer(Steps):
     def __init__(
         self,
         config: Config,
@@ -121,28 +122,18 @@ class _Installer:
         force: bool,
         dry_run: bool,
     ) -> None:
-        self.config = config
-        self.manager = manager
-        self.deadline = deadline
-        self.progress = progress
+        super().__init__(config, manager, deadline, progress, dry_run)
         self.force = force
-        self.dry_run = dry_run
-        self.done: list[str] = []
-        self.pending: list[str] = []
-
-    def fail(self, cause: str, kind: type[InstallError] = InstallError) -> InstallError:
-        return kind(cause, done=self.done, pending=self.pending, verb="applied")
 
     def run(self, documents: list[JSON], *, wait_rollout: bool) -> list[Applied]:
-        self.pending = [describe(d) for d in documents]
+        self.begin(documents)
         results = []
         for doc in documents:
             what = describe(doc)
             if self.deadline.expired:
-                raise self.fail(self._timed_out(f"before applying {what}"), InstallTimeout)
+                raise self.fail(self.timed_out(f"before applying {what}"), InstallTimeout)
             results.append(self._apply(doc))
-            self.pending.remove(what)
-            self.done.append(what)
+            self.finished(what)
             if self.dry_run:
                 continue
             if doc["kind"] == CRD_KIND:
@@ -154,9 +145,6 @@ class _Installer:
             self._rediscover(crds)
         self._summary(results)
         return results
-
-    def _timed_out(self, where: str) -> str:
-        return f"timed out after {self.deadline.seconds:g} s {where}"
 
     def _client(self, doc: JSON) -> Any:
         mapping = self.config.mapper.resolve(doc)
@@ -203,7 +191,7 @@ class _Installer:
             len(causes) - 1,
             done=self.done,
             pending=self.pending,
-            verb="applied",
+            verb=self.verb,
         )
 
     def _wait(self, doc: JSON, label: str, check: Callable[[JSON, JSON], tuple[bool, str]]) -> None:
@@ -226,7 +214,7 @@ class _Installer:
             self.progress.waiting(f"{what} to be {label}", state)
             if self.deadline.expired:
                 where = f"waiting for {what} to be {label} ({state})"
-                raise self.fail(self._timed_out(where), InstallTimeout)
+                raise self.fail(self.timed_out(where), InstallTimeout)
             self.deadline.sleep()
 
     def _rediscover(self, crds: list[JSON]) -> None:

@@ -11,7 +11,10 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from cloudcoil_sync.client import Config
 
 __all__ = [
     "Deadline",
@@ -19,6 +22,7 @@ __all__ = [
     "InstallError",
     "InstallTimeout",
     "Progress",
+    "Steps",
     "describe",
     "field_manager",
 ]
@@ -127,3 +131,34 @@ class Progress:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+
+class Steps:
+    """One pass over documents: what was done and what is pending, for every error message."""
+
+    #: Past participle naming the step in messages ("applied 3 of 8").
+    verb = "applied"
+
+    def __init__(
+        self, config: Config, manager: str, deadline: Deadline, progress: Progress, dry_run: bool
+    ) -> None:
+        self.config = config
+        self.manager = manager
+        self.deadline = deadline
+        self.progress = progress
+        self.dry_run = dry_run
+        self.done: list[str] = []
+        self.pending: list[str] = []
+
+    def fail(self, cause: str, kind: type[InstallError] = InstallError) -> InstallError:
+        return kind(cause, done=self.done, pending=self.pending, verb=self.verb)
+
+    def begin(self, documents: Sequence[dict[str, Any]]) -> None:
+        self.pending = [describe(d) for d in documents]
+
+    def finished(self, what: str) -> None:
+        self.pending.remove(what)
+        self.done.append(what)
+
+    def timed_out(self, where: str) -> str:
+        return f"timed out after {self.deadline.seconds:g} s {where}"

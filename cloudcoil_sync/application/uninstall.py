@@ -20,7 +20,15 @@ import click
 
 from cloudcoil_sync.client import ClientError, Config, NotFound, UnknownKind
 
-from .progress import Deadline, InstallError, InstallTimeout, Progress, describe, field_manager
+from .progress import (
+    Deadline,
+    InstallError,
+    InstallTimeout,
+    Progress,
+    Steps,
+    describe,
+    field_manager,
+)
 
 __all__ = ["Removed", "command", "removal_order", "uninstall"]
 
@@ -101,23 +109,11 @@ def uninstall(
             cfg.close()
 
 
-class _Remover:
-    def __init__(
-        self, config: Config, manager: str, deadline: Deadline, progress: Progress, dry_run: bool
-    ) -> None:
-        self.config = config
-        self.manager = manager
-        self.deadline = deadline
-        self.progress = progress
-        self.dry_run = dry_run
-        self.done: list[str] = []
-        self.pending: list[str] = []
-
-    def fail(self, cause: str, kind: type[InstallError] = InstallError) -> InstallError:
-        return kind(cause, done=self.done, pending=self.pending, verb="removed")
+class _Remover(Steps):
+    verb = "removed"
 
     def run(self, documents: list[JSON], include_crds: bool) -> list[Removed]:
-        self.pending = [describe(d) for d in documents]
+        self.begin(documents)
         results = []
         for doc in documents:
             what = describe(doc)
@@ -126,16 +122,12 @@ class _Remover:
                 self.progress.line(f"kept {what}: CRDs are deleted only with --include-crds")
             else:
                 if self.deadline.expired:
-                    raise self.fail(self._timed_out(f"before removing {what}"), InstallTimeout)
+                    raise self.fail(self.timed_out(f"before removing {what}"), InstallTimeout)
                 result = self._remove(doc)
             results.append(result)
-            self.pending.remove(what)
-            self.done.append(what)
+            self.finished(what)
         self._summary(results)
         return results
-
-    def _timed_out(self, where: str) -> str:
-        return f"timed out after {self.deadline.seconds:g} s {where}"
 
     def _remove(self, doc: JSON) -> Removed:
         what = describe(doc)
@@ -187,7 +179,7 @@ class _Remover:
             self.progress.waiting(f"{what} to be gone", state)
             if self.deadline.expired:
                 where = f"waiting for {what} to be gone ({state})"
-                raise self.fail(self._timed_out(where), InstallTimeout)
+                raise self.fail(self.timed_out(where), InstallTimeout)
             self.deadline.sleep()
 
     def _summary(self, results: list[Removed]) -> None:
