@@ -40,6 +40,7 @@ from cloudcoil_sync.client.errors import (
     WatchStreamError,
 )
 from cloudcoil_sync.client.exec_auth import ExecProvider
+from cloudcoil_sync.client.fence import WriteFence, WriteFenced
 from cloudcoil_sync.client.rest import RESTMapping, UnknownKind, lookup, register
 from cloudcoil_sync.client.watch import Watch, WatchEvent
 
@@ -76,6 +77,8 @@ __all__ = [
     "Watch",
     "WatchEvent",
     "WatchStreamError",
+    "WriteFence",
+    "WriteFenced",
     "lookup",
     "register",
 ]

@@ -24,6 +24,7 @@ import requests.utils
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
 from urllib3.util.ssl_ import create_urllib3_context
 
+from cloudcoil_sync.client import fence
 from cloudcoil_sync.client.auth import Auth
 from cloudcoil_sync.client.errors import APITimeout, TransportError, api_error
 from cloudcoil_sync.client.ratelimit import TokenBucket
@@ -202,8 +203,28 @@ class Transport:
 
         ``body`` is JSON-encoded unless it is ``bytes``. ``retries`` overrides the policy's
         ``max_retries`` for this call (e.g. 0 for lease renewals bound by a deadline);
-        ``connect_timeout`` bounds the connect and TLS handshake of this call.
+        ``connect_timeout`` bounds the connect and TLS handshake of this call. A write from
+        a thread whose `fence` is closed raises `WriteFenced` unsent.
         """
+        args = (params, body, content_type, stream, read_timeout, connect_timeout, retries)
+        guard = fence.current()
+        if guard is None or method in fence.READ_METHODS:
+            return self._request(method, path, *args)
+        with guard.write(method, path):
+            return self._request(method, path, *args)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str | None,
+        stream: bool,
+        read_timeout: float | None,
+        connect_timeout: float | None,
+        retries: int | None,
+    ) -> requests.Response:
         if self._closed.is_set():
             raise TransportError("client is closed", method=method)
         url = self.url(path, params)

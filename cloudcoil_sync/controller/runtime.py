@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync.callables import function_name
+from cloudcoil_sync.client.fence import WriteFence, WriteFenced, fenced
 from cloudcoil_sync.controller.cache import CachedResources
 from cloudcoil_sync.controller.children import prune_children
 from cloudcoil_sync.controller.context import Request
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = ["ControllerRuntime", "InformerPool", "SyncTimeout"]
 
 JSON = dict[str, Any]
+_LATE = "the reconcile pass outlived reconcile_timeout"
 InformerKey = tuple[str, str, str | None, str | None]  # (group, plural, namespace, selector)
 
 
@@ -363,8 +365,14 @@ class ControllerRuntime:
         request: Request[Any] = Request(key, working, self, source=self._source(key, working))
         with self._lock:
             self._passes[key] = request
-        with request.running():
-            value = self._run(request)
+        limit = self.controller.reconcile_timeout
+        # Past reconcile_timeout the pass is abandoned: API writes from it are refused.
+        guard = None if limit is None else WriteFence(time.monotonic() + limit, reason=_LATE)
+        with request.running(), fenced(guard):
+            try:
+                value = self._run(request)
+            except WriteFenced as error:
+                raise PassTimedOut("The reconcile pass outlived reconcile_timeout") from error
         request.completed = True
         return value
 

@@ -1,0 +1,82 @@
+"""Write fences: refuse API writes from work that was abandoned.
+
+A reconcile pass that outlives `reconcile_timeout` cannot be stopped (threads cannot be
+cancelled). The controller runs each pass inside `fenced(fence)`; once the fence is closed
+(explicitly, or because its deadline passed) every non-read request the pass's thread
+sends through this client raises `WriteFenced` before anything reaches the API server.
+A write already on the wire when the fence closes is not cut short: `close` waits for it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from cloudcoil_sync.client.errors import ClientError
+
+__all__ = ["READ_METHODS", "WriteFence", "WriteFenced", "current", "fenced"]
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+_local = threading.local()
+
+
+class WriteFenced(ClientError):
+    """A write from abandoned work (e.g. a pass past `reconcile_timeout`) was not sent."""
+
+
+class WriteFence:
+    """Admits writes until closed or until the monotonic `deadline`, whichever is first."""
+
+    def __init__(self, deadline: float | None = None, *, reason: str = "the work was abandoned"):
+        self.deadline = deadline
+        self.reason = reason
+        self._cond = threading.Condition()
+        self._closed = False
+        self._in_flight = 0
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or (self.deadline is not None and time.monotonic() >= self.deadline)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Refuse further writes; wait up to `timeout` for writes on the wire to finish.
+
+        Returns False if one was still in flight at the timeout.
+        """
+        with self._cond:
+            self._closed = True
+            return self._cond.wait_for(lambda: self._in_flight == 0, timeout)
+
+    @contextmanager
+    def write(self, method: str, path: str) -> Iterator[None]:
+        """Admit one write (raises `WriteFenced` once closed), tracked while in flight."""
+        with self._cond:
+            if self.closed:
+                raise WriteFenced(f"{method} {path} not sent: {self.reason}")
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                self._cond.notify_all()
+
+
+def current() -> WriteFence | None:
+    """The fence guarding this thread's writes, if any."""
+    fence: WriteFence | None = getattr(_local, "fence", None)
+    return fence
+
+
+@contextmanager
+def fenced(fence: WriteFence | None) -> Iterator[WriteFence | None]:
+    """Guard the writes this thread sends (through `Transport`) with `fence`."""
+    previous = getattr(_local, "fence", None)
+    _local.fence = fence
+    try:
+        yield fence
+    finally:
+        _local.fence = previous

@@ -1,0 +1,53 @@
+"""Write fences: a fenced thread's writes are refused unsent, reads still work."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+
+from cloudcoil_sync.client import Config, WriteFence, WriteFenced
+from cloudcoil_sync.client.fence import current, fenced
+from cloudcoil_sync.testing import Emulator
+
+
+def test_a_closed_fence_refuses_writes_but_not_reads(
+    kube_emulator: Emulator, kube_config: Config
+) -> None:
+    api = kube_config.client(ConfigMap).raw
+    guard = WriteFence(reason="test over")
+    with fenced(guard):
+        assert current() is guard
+        api.create({"metadata": {"name": "before"}})
+        guard.close()
+        assert api.get("before")["metadata"]["name"] == "before"
+        with pytest.raises(WriteFenced, match="test over"):
+            api.create({"metadata": {"name": "after"}})
+    assert current() is None
+    api.create({"metadata": {"name": "unfenced"}})  # other work is not affected
+    names = {o["metadata"]["name"] for o in kube_emulator.list_objects("", "configmaps", "default")}
+    assert {"before", "unfenced"} <= names and "after" not in names
+
+
+def test_a_deadline_closes_the_fence_and_close_waits_for_writes_in_flight() -> None:
+    assert WriteFence(time.monotonic() - 1).closed
+    assert not WriteFence(time.monotonic() + 60).closed
+    guard = WriteFence()
+    writing, finish = threading.Event(), threading.Event()
+
+    def write() -> None:
+        with guard.write("PATCH", "/x"):
+            writing.set()
+            finish.wait(10)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert writing.wait(10)
+    assert guard.close(timeout=0.05) is False  # still on the wire: not cut short
+    finish.set()
+    assert guard.close(timeout=10) is True
+    writer.join(10)
+    with pytest.raises(WriteFenced), guard.write("DELETE", "/x"):
+        pass
