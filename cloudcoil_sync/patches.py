@@ -7,8 +7,8 @@ whole (Kubernetes strategic-merge keys are not inferred).
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Callable
 from copy import deepcopy
 from typing import Any, Final
 
@@ -50,9 +50,26 @@ _SCALARS: Final = frozenset({str, int, bool, type(None)})
 def _same(a: Any, b: Any) -> bool:
     """JSON equality: 1 and True differ, 1 and 1.0 differ, object key order is ignored."""
     kind = type(a)
-    if kind is type(b) and kind in _SCALARS:  # most leaves: skip the two dumps
+    if kind is not type(b):
+        return False
+    if kind in _SCALARS:  # most leaves
         return bool(a == b)
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    # Python-unequal JSON values are JSON-unequal; Python-equal ones may still differ in
+    # number types (1 == 1.0 == True), so those are walked.
+    return bool(a == b) and _strictly_same(a, b)
+
+
+def _strictly_same(a: Any, b: Any) -> bool:
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is dict:
+        return all(_strictly_same(value, b[key]) for key, value in a.items())
+    if kind is list:
+        return all(map(_strictly_same, a, b))
+    if kind is float:
+        return math.copysign(1.0, a) == math.copysign(1.0, b)
+    return True
 
 
 def json_patch(before: Any, after: Any) -> Patch:
@@ -65,23 +82,32 @@ def json_patch(before: Any, after: Any) -> Patch:
     _check_json(before, "before")
     _check_json(after, "after")
     operations: Patch = []
-    _diff_into(operations, before, after, "")
+    _diff_into(operations, before, after, "", deepcopy)
     return operations
 
 
-def _diff_into(operations: Patch, old: Any, new: Any, path: str) -> None:
+def _diff_into(
+    operations: Patch, old: Any, new: Any, path: str, copy: Callable[[Any], Any]
+) -> None:
     if not (isinstance(old, dict) and isinstance(new, dict)):
         if not _same(old, new):
-            operations.append({"op": "replace", "path": path, "value": deepcopy(new)})
+            operations.append({"op": "replace", "path": path, "value": copy(new)})
         return
-    for key in sorted(old.keys() | new.keys()):
-        child = path + pointer(key)
+    keys = old.keys() if old.keys() == new.keys() else old.keys() | new.keys()
+    for key in sorted(keys):
         if key not in new:
-            operations.append({"op": "remove", "path": child})
+            operations.append({"op": "remove", "path": path + pointer(key)})
         elif key not in old:
-            operations.append({"op": "add", "path": child, "value": deepcopy(new[key])})
+            operations.append({"op": "add", "path": path + pointer(key), "value": copy(new[key])})
         else:
-            _diff_into(operations, old[key], new[key], child)
+            before, after = old[key], new[key]
+            # Pointers are built only where something changed (most members did not).
+            if isinstance(before, dict) and isinstance(after, dict):
+                if not _same(before, after):
+                    _diff_into(operations, before, after, path + pointer(key), copy)
+            elif not _same(before, after):
+                value = copy(after)
+                operations.append({"op": "replace", "path": path + pointer(key), "value": value})
 
 
 def diff(before: Resource, after: Resource) -> Patch:
@@ -107,7 +133,12 @@ def diff(before: Resource, after: Resource) -> Patch:
         or after.resource_version != before.resource_version
     ):
         raise ValueError("A resource diff cannot change UID or resourceVersion")
-    operations = json_patch(_wire(before), _wire(after))
+    # Both dumps are fresh and ours: no copies; only what is written needs checking.
+    operations: Patch = []
+    _diff_into(operations, _wire(before), _wire(after), "", _no_copy)
+    for operation in operations:
+        if "value" in operation:
+            _check_json(operation["value"], f"the value at {operation['path'] or '/'}")
     if not operations:
         return []
     guards: Patch = [
@@ -115,6 +146,10 @@ def diff(before: Resource, after: Resource) -> Patch:
         {"op": "test", "path": "/metadata/resourceVersion", "value": before.resource_version},
     ]
     return guards + operations
+
+
+def _no_copy(value: Any) -> Any:
+    return value
 
 
 def _wire(resource: Resource) -> dict[str, Any]:

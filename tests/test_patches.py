@@ -105,6 +105,16 @@ def test_nulls_and_type_changes_are_explicit() -> None:
     assert json_patch([1], {"a": 1}) == [{"op": "replace", "path": "", "value": {"a": 1}}]
 
 
+def test_number_types_inside_arrays_and_objects_are_compared_as_json() -> None:
+    # Python calls these equal (1 == 1.0 == True, -0.0 == 0.0); their JSON differs.
+    for old, new in [([1, 2], [1.0, 2]), ([{"x": 1}], [{"x": True}]), ([0.0], [-0.0])]:
+        assert json_patch({"a": old}, {"a": new}) == [{"op": "replace", "path": "/a", "value": new}]
+    assert json_patch({"a": {"b": [1]}}, {"a": {"b": [True]}}) == [
+        {"op": "replace", "path": "/a/b", "value": [True]}
+    ]
+    assert json_patch({"a": {"b": 1, "c": [2.5]}}, {"a": {"c": [2.5], "b": 1}}) == []
+
+
 def test_unchanged_documents_need_no_patch() -> None:
     document = {"a": [{"b": 1, "c": [None]}], "d": "x"}
     assert json_patch(document, copy.deepcopy(document)) == []
@@ -651,3 +661,13 @@ def test_mutation_patch_applies_exactly_the_handler_changes(
         for unset in (False, True)
     ):
         assert patch == []
+
+
+def test_diff_refuses_to_write_a_non_finite_number() -> None:
+    document = {**raw_thing(items=[{"value": 1, "weight": 0.5}]), "metadata": {}}
+    document["metadata"] = {"name": "t", "namespace": "ns", "uid": "u", "resourceVersion": "3"}
+    before = Thing.model_validate(document)
+    after = before.model_copy(deep=True)
+    after.spec.items[0].weight = math.nan
+    with pytest.raises(ValueError, match=r"/spec/items.*JSON cannot represent"):
+        diff(before, after)
