@@ -24,7 +24,7 @@ import requests.utils
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
 from urllib3.util.ssl_ import create_urllib3_context
 
-from cloudcoil_sync.client import fence
+from cloudcoil_sync.client import codec, fence
 from cloudcoil_sync.client.auth import Auth
 from cloudcoil_sync.client.errors import APITimeout, TransportError, api_error
 from cloudcoil_sync.client.ratelimit import TokenBucket
@@ -316,7 +316,7 @@ class Transport:
         """:meth:`request` and decode the JSON body (``TransportError`` if it is not JSON)."""
         resp = self.request(method, path, **kwargs)
         try:
-            return resp.json()
+            return codec.loads(resp.content)
         except ValueError:
             snippet = resp.text[:200]
             raise TransportError(
@@ -350,4 +350,9 @@ def _param(value: Any) -> str:
 
 
 def _dumps(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":")).encode()
+    try:
+        return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+    except ValueError as error:
+        raise ValueError(
+            f"The request body is not valid JSON ({error}): NaN and Infinity have no JSON form"
+        ) from None

@@ -10,7 +10,6 @@ included) so callers can resume; :meth:`Watch.close` may be called from any thre
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from typing import Any
 
 import requests
 
+from cloudcoil_sync.client import codec
 from cloudcoil_sync.client.errors import TransportError, WatchStreamError, api_error
 from cloudcoil_sync.client.transport import Transport, map_transport_error
 
@@ -104,9 +104,8 @@ class Watch(Iterator[WatchEvent]):
         buf = b""
         try:
             for chunk in self._chunks():
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
+                *lines, buf = (buf + chunk).split(b"\n")  # one split per chunk, not per line
+                for line in lines:
                     if line.strip():
                         yield self._event(line, complete=True)
                 if self._closed.is_set():
@@ -118,7 +117,7 @@ class Watch(Iterator[WatchEvent]):
 
     def _event(self, line: bytes, *, complete: bool) -> WatchEvent:
         try:
-            data = json.loads(line)
+            data = codec.loads(line)
         except ValueError:
             what = "malformed line" if complete else "truncated line (stream ended mid-event)"
             raise WatchStreamError(

@@ -9,10 +9,11 @@ Reads decode a fresh dict (callers own it and may edit it) or hand out the bytes
 from __future__ import annotations
 
 import builtins
-import json
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from cloudcoil_sync.client import codec
 
 __all__ = ["IndexFunc", "ObjectKey", "Store", "decode", "encode", "object_key"]
 
@@ -28,11 +29,11 @@ def object_key(obj: Mapping[str, Any]) -> ObjectKey:
 
 
 def encode(obj: Mapping[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return codec.dumps(obj)
 
 
 def decode(data: bytes) -> JSON:
-    value: JSON = json.loads(data)
+    value: JSON = codec.loads(data)
     return value
 
 

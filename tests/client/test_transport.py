@@ -106,6 +106,16 @@ def test_connection_errors_retried_for_get_only(config: Config) -> None:
 
 
 @responses.activate
+def test_numbers_beyond_64_bits_and_non_finite_bodies(config: Config) -> None:
+    big = 2**70
+    responses.get(f"{CM_URL}/a", body=b'{"kind": "ConfigMap", "data": {}, "n": %d}' % big)
+    assert config.client(ConfigMap).raw.get("a")["n"] == big
+    with pytest.raises(ValueError, match=r"request body is not valid JSON.*NaN and Infinity"):
+        config.client(ConfigMap).raw.create({"metadata": {"name": "x"}, "v": float("nan")})
+    assert len(responses.calls) == 1  # the invalid body was never sent
+
+
+@responses.activate
 def test_malformed_bodies(config: Config) -> None:
     responses.get(f"{CM_URL}/a", status=200, body=b"{not json")
     with pytest.raises(TransportError, match="non-JSON body"):

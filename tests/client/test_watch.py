@@ -128,6 +128,18 @@ def test_malformed_and_non_event_lines(config: Config) -> None:
     responses.get(URL, body=b'{"kind": "Status"}\n')
     with pytest.raises(WatchStreamError, match="not a watch event"):
         list(config.client(ConfigMap).watch())
+    # JSON has no NaN: a server (or proxy) writing one is malformed, not a number.
+    responses.get(URL, body=b'{"type": "ADDED", "object": {"metadata": {}, "x": NaN}}\n')
+    with pytest.raises(WatchStreamError, match="malformed line"):
+        list(config.client(ConfigMap).watch())
+
+
+@responses.activate
+def test_many_events_in_one_chunk_and_one_event_over_many_chunks(config: Config) -> None:
+    body = b"".join(_ev("ADDED", f"o{i}", str(i)) for i in range(1, 301))
+    responses.get(URL, body=body)  # delivered as one chunk
+    names = [e.object["metadata"]["name"] for e in config.client(ConfigMap).raw.watch()]
+    assert names == [f"o{i}" for i in range(1, 301)]
 
 
 @responses.activate
