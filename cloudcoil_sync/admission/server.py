@@ -1,27 +1,27 @@
-"""HTTPS hosting of the admission WSGI app: waitress behind the TLS front.
+"""HTTPS hosting of the admission WSGI app: waitress's HTTP/1.1 machinery behind the TLS front.
 
-waitress serves on a Unix socket in a private directory (mode 0700, socket 0600), so no
-plaintext listener is ever reachable; `TLSFront` terminates TLS on the public port. The same
-listener answers the operator's health and metrics endpoints (`OperatorEndpoints`).
-This is the only module that imports waitress.
+`TLSFront` terminates TLS on the public port and runs each connection on a thread of its
+own; on that thread waitress's request parser (limits, chunked bodies, pipelining) and its
+WSGI tasks (environ, response framing, keep-alive) answer the decrypted requests directly.
+There is no plaintext listener at all, and a request costs no hand-off between threads
+beyond the admission handler's own. The same listener answers the operator's health and
+metrics endpoints (`OperatorEndpoints`). This is the only module that imports waitress.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import shutil
-import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-import waitress
-from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.parser import HTTPRequestParser
+from waitress.proxy_headers import proxy_headers_middleware
+from waitress.task import ErrorTask, Task, WSGITask
+from waitress.utilities import InternalServerError
 
-from cloudcoil_sync.admission.tls import CertificateStore, TLSFront
+from cloudcoil_sync.admission.tls import CertificateStore, TLSFront, TLSStream
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
@@ -124,8 +124,10 @@ def _answer(
 class WebhookHost:
     """Serve `app` over HTTPS on (host, port) until `stop`; owns every thread it starts.
 
-    `start` raises ValueError when the TLS files are missing or do not match, OSError when
-    the port cannot be bound. Certificates are reloaded when their files change.
+    Each connection is served on its own thread (at most `max_connections`); at most
+    `threads` of them run the WSGI app at once. `start` raises ValueError when the TLS files
+    are missing or do not match, OSError when the port cannot be bound. Certificates are
+    reloaded when their files change.
     """
 
     def __init__(
@@ -164,12 +166,7 @@ class WebhookHost:
         self.max_request_body_size = max_request_body_size
         self.front: TLSFront | None = None
         self.certificates: CertificateStore | None = None
-        self._directory: str | None = None
-        self._map: dict[int, wasyncore.dispatcher] = {}
-        self._server: waitress.server.BaseWSGIServer | None = None
-        self._loop_thread: threading.Thread | None = None
-        self._stopping = threading.Event()
-        self._shutdown_timeout = 5.0
+        self._started = False
 
     @classmethod
     def from_settings(cls, app: WSGIApplication, settings: Any, **options: Any) -> WebhookHost:
@@ -192,96 +189,168 @@ class WebhookHost:
         return self.front.address
 
     @property
-    def backend_path(self) -> str | None:
-        """The private Unix socket waitress listens on (None before start / after stop)."""
-        if self._directory is None:
-            return None
-        return os.path.join(self._directory, "webhook.sock")
-
-    @property
     def serving(self) -> bool:
-        """True while both waitress and the TLS front are running."""
-        front = self.front
-        loop = self._loop_thread
-        return (
-            front is not None
-            and front.accepting
-            and loop is not None
-            and loop.is_alive()
-            and not self._stopping.is_set()
-        )
+        """True while the TLS front accepts connections."""
+        return self.front is not None and self.front.accepting
 
     def start(self) -> None:
-        if self._loop_thread is not None:
+        if self._started:
             raise RuntimeError("The webhook server can only be started once")
+        self._started = True
         self.certificates = CertificateStore(
             self.certfile, self.keyfile, check_interval=self.reload_interval
         )
-        self._directory = tempfile.mkdtemp(prefix="cloudcoil-webhook-")
-        socket_path = os.path.join(self._directory, "webhook.sock")
-        try:
-            self._server = waitress.create_server(
-                self.app,
-                map=self._map,
-                unix_socket=socket_path,
-                unix_socket_perms="600",
-                url_scheme="https",
-                threads=self.threads,
-                connection_limit=self.max_connections + 16,
-                # Longer than the front's idle timeout, so the front decides when an idle
-                # keep-alive connection ends (and closes both sides together).
-                channel_timeout=self.idle_timeout + 30.0,
-                max_request_body_size=self.max_request_body_size,
-                clear_untrusted_proxy_headers=True,
-                expose_tracebacks=False,
-                asyncore_use_poll=True,
-                ident="cloudcoil",
-            )
-            self._loop_thread = threading.Thread(
-                target=self._serve, name="webhook-waitress", daemon=True
-            )
-            self._loop_thread.start()
-            self.front = TLSFront(
-                self.certificates,
-                socket_path,
-                host=self.host,
-                port=self.port,
-                max_connections=self.max_connections,
-                handshake_timeout=self.handshake_timeout,
-                idle_timeout=self.idle_timeout,
-            )
-            self.front.start()
-        except BaseException:
-            self.stop(timeout=1.0)
-            raise
+        adjustments = Adjustments(
+            url_scheme="https",
+            max_request_body_size=self.max_request_body_size,
+            clear_untrusted_proxy_headers=True,
+            expose_tracebacks=False,
+            ident="cloudcoil",
+        )
+        http = _HTTP(self.app, adjustments, self.threads)
+        front = TLSFront(
+            self.certificates,
+            http.serve,
+            host=self.host,
+            port=self.port,
+            max_connections=self.max_connections,
+            handshake_timeout=self.handshake_timeout,
+            idle_timeout=self.idle_timeout,
+        )
+        front.start()  # OSError when the port is taken: nothing was started
+        self.front = http.front = front
         log.info("Serving admission webhooks on https://%s:%d", *self.address)
 
     def stop(self, timeout: float = 10.0) -> bool:
         """Stop accepting, let in-flight requests finish within `timeout`; True if joined."""
-        deadline = time.monotonic() + timeout
-        joined = True
-        if self.front is not None:
-            joined = self.front.stop(timeout=max(0.0, deadline - time.monotonic() - 0.5))
-        self._shutdown_timeout = max(0.1, deadline - time.monotonic())
-        self._stopping.set()
-        if self._server is not None:
-            with contextlib.suppress(OSError):
-                self._server.pull_trigger()
-        if self._loop_thread is not None:
-            self._loop_thread.join(max(0.0, deadline - time.monotonic()))
-            joined = joined and not self._loop_thread.is_alive()
-        if joined and self._directory is not None:
-            shutil.rmtree(self._directory, ignore_errors=True)
-            self._directory = None
-        return joined
+        if self.front is None:
+            return True
+        return self.front.stop(timeout=timeout)
 
-    def _serve(self) -> None:
+
+class _HTTP:
+    """What waitress's tasks read from their server, and the per-connection loop."""
+
+    def __init__(self, app: WSGIApplication, adj: Adjustments, threads: int) -> None:
+        self.adj = adj
+        # As waitress.create_server does: Forwarded/X-Forwarded-* from untrusted peers
+        # (every peer: no proxy is trusted) are removed before the app sees them.
+        self.application = proxy_headers_middleware(
+            app, clear_untrusted=adj.clear_untrusted_proxy_headers, log_untrusted=False
+        )
+        self.calls = threading.BoundedSemaphore(max(1, threads))
+        self.front: TLSFront | None = None
+
+    @property
+    def effective_port(self) -> int:
+        return 0 if self.front is None else self.front.address[1]
+
+    @property
+    def server_name(self) -> str:
+        host = "" if self.front is None else self.front.host
+        return "localhost" if host in ("", "0.0.0.0", "::") else host
+
+    def serve(self, stream: TLSStream) -> None:
+        _Channel(self, stream).run()
+
+
+class _ClientGone(Exception):
+    """The client did not take an answer; the connection ends without another one."""
+
+
+class _Channel:
+    """One connection's requests, parsed and answered in order by waitress's parser and
+    tasks (the attributes below are those the tasks read from their channel).
+    """
+
+    # Answers are sent once complete (one TLS write for headers and body), or as soon as
+    # this much is pending for large ones.
+    _SEND_BYTES = 256 * 1024
+
+    def __init__(self, server: _HTTP, stream: TLSStream) -> None:
+        self.server = server
+        self.adj = server.adj
+        self.stream = stream
+        self.addr = stream.peer
+        self._out: list[bytes] = []
+        self._pending = 0
+
+    def check_client_disconnected(self) -> bool:
+        return False  # requests are read only between answers (no lookahead)
+
+    def write_soon(self, data: bytes) -> int:
+        if data:
+            self._out.append(data)
+            self._pending += len(data)
+            if self._pending >= self._SEND_BYTES:
+                self.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        if not self._out:
+            return
+        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out.clear()
+        self._pending = 0
         try:
-            while not self._stopping.is_set():
-                wasyncore.loop(timeout=1.0, map=self._map, use_poll=True, count=1)
-        except Exception:
-            log.exception("The admission HTTP server failed")
+            self.stream.send(data)
+        except OSError as error:
+            raise _ClientGone(str(error)) from error
+
+    def run(self) -> None:
+        request: HTTPRequestParser | None = None
+        try:
+            while data := self.stream.receive():
+                while data:
+                    if request is None:
+                        request = HTTPRequestParser(self.adj)
+                    used = request.received(data)
+                    if request.expect_continue and request.headers_finished:
+                        request.expect_continue = False
+                        if not request.completed:
+                            self.write_soon(b"HTTP/1.1 100 Continue\r\n\r\n")
+                            self.flush()
+                    if request.completed:
+                        done, request = request, None
+                        if not done.empty and not self._service(done):
+                            return
+                    data = data[used:] if used < len(data) else b""
+        except _ClientGone as error:
+            log.debug("Webhook client went away: %s", error)
         finally:
-            wasyncore.close_all(self._map)
-            if self._server is not None:
-                self._server.task_dispatcher.shutdown(timeout=self._shutdown_timeout)
+            if request is not None:
+                request.close()
+
+    def _service(self, request: HTTPRequestParser) -> bool:
+        """Answer one request; whether the connection stays open for the next."""
+        task: Task = ErrorTask(self, request) if request.error else WSGITask(self, request)
+        try:
+            with self.server.calls:
+                self._execute(task)
+        except _ClientGone:
+            raise
+        except Exception:
+            log.exception("Exception while serving %s", request.path)
+            if task.wrote_header:
+                return False  # a partial answer was sent: only closing can end it
+            self._out.clear()
+            self._pending = 0
+            failed = HTTPRequestParser(self.adj)
+            failed.error = InternalServerError(
+                "The server encountered an unexpected internal server error"
+            )
+            failed.version = request.version
+            task = ErrorTask(self, failed)
+            self._execute(task)
+        finally:
+            request.close()
+        self.flush()
+        return not task.close_on_finish
+
+    @staticmethod
+    def _execute(task: Task) -> None:
+        # Task.service without its OSError handling: an app's OSError is the app's failure
+        # (answered 500); the client's own socket errors arrive as _ClientGone.
+        task.start()
+        task.execute()
+        task.finish()

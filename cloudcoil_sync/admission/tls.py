@@ -1,10 +1,10 @@
-"""TLS front for the admission server: terminate TLS, relay plaintext to a private backend.
+"""TLS front for the admission server: accept, handshake and hand each connection to HTTP.
 
 waitress cannot terminate TLS (a TLS-wrapped listener makes its single accept thread do
 handshakes, so one silent client stalls everyone). This front accepts on its own thread,
 hands each connection to a thread of its own (bounded), performs the handshake there under a
-deadline, then relays bytes both ways to a backend on a private Unix socket. One backend
-connection per client connection keeps HTTP keep-alive end to end.
+deadline, then lets the caller's `serve` speak HTTP over the decrypted stream on that same
+thread: no plaintext ever leaves the process, and no bytes are relayed between threads.
 
 Serving certificates are reloaded when their files change (cert-manager rotation): new
 connections use the new pair, established ones keep theirs, a bad new pair is logged and the
@@ -22,16 +22,14 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["CertificateStore", "TLSFront", "load_server_context"]
+__all__ = ["CertificateStore", "TLSFront", "TLSStream", "load_server_context"]
 
 log = logging.getLogger("cloudcoil_sync.admission.tls")
 
 _CHUNK = 65536
-# After the client stops sending (EOF or shutdown), how long the backend may stay quiet
-# after answering before the connection is closed.
-_LINGER = 0.25
 _LIMIT_WARNING_INTERVAL = 10.0
 
 
@@ -116,7 +114,6 @@ class _Connection:
     """One client connection; `abort` may be called from the owner's thread."""
 
     client: socket.socket
-    backend: socket.socket | None = None
     closed: bool = False
 
     def __post_init__(self) -> None:
@@ -126,29 +123,31 @@ class _Connection:
         # shutdown(2) wakes any blocked call on the fd; the raw call avoids touching the
         # SSL object, which belongs to the connection's thread.
         with self.lock:
-            if self.closed:
-                return
-            for sock in (self.client, self.backend):
-                if sock is not None:
-                    with contextlib.suppress(OSError):
-                        _socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            if not self.closed:
+                with contextlib.suppress(OSError):
+                    _socket.socket.shutdown(self.client, socket.SHUT_RDWR)
 
     def close(self) -> None:
         with self.lock:
             self.closed = True
-            for sock in (self.client, self.backend):
-                if sock is not None:
-                    with contextlib.suppress(OSError):
-                        sock.close()
+            with contextlib.suppress(OSError):
+                self.client.close()
+
+
+Serve = Callable[["TLSStream"], None]
 
 
 class TLSFront:
-    """Accept TLS on `(host, port)` and relay each connection to the Unix socket `backend`."""
+    """Accept TLS on `(host, port)`; `serve` speaks HTTP on each connection's own thread.
+
+    `serve(stream)` is called once per connection after its handshake, on that connection's
+    thread, and returns when the connection should close.
+    """
 
     def __init__(
         self,
         certificates: CertificateStore,
-        backend: str,
+        serve: Serve,
         *,
         host: str = "0.0.0.0",
         port: int = 9443,
@@ -159,7 +158,7 @@ class TLSFront:
         backlog: int = 128,
     ) -> None:
         self.certificates = certificates
-        self.backend = backend
+        self.serve = serve
         self.host = host
         self.port = port
         self.max_connections = max_connections
@@ -312,12 +311,7 @@ class TLSFront:
             tls = self._handshake(connection)
             if tls is None:
                 return
-            backend = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            with connection.lock:
-                connection.backend = backend
-            backend.settimeout(self.io_timeout)
-            backend.connect(self.backend)
-            self._relay(tls, backend)
+            self.serve(TLSStream(self, tls))
             with contextlib.suppress(OSError, ValueError):
                 tls.unwrap()  # send close_notify; never wait for the client's
         except (OSError, ValueError) as error:
@@ -354,88 +348,52 @@ class TLSFront:
             ready = _poll({tls.fileno(): events, self._wake_r: select.POLLIN}, remaining)
             if self._wake_r in ready:
                 return None
-        tls.settimeout(self.io_timeout)
         return tls
 
-    def _relay(self, tls: ssl.SSLSocket, backend: socket.socket) -> None:
-        _Relay(self, tls, backend).run()
 
-
-class _Relay:
-    """Pump bytes both ways for one connection, on its one thread (SSL objects are not
-    thread-safe). The TLS socket stays non-blocking: a partial record from the client
-    never blocks the backend direction.
+class TLSStream:
+    """The decrypted bytes of one connection, for its own thread only (SSL objects are not
+    thread-safe). The socket stays non-blocking; waits are polls bounded by the front's
+    idle and I/O timeouts, and a stopping front ends them.
     """
 
-    def __init__(self, front: TLSFront, tls: ssl.SSLSocket, backend: socket.socket) -> None:
+    def __init__(self, front: TLSFront, tls: ssl.SSLSocket) -> None:
         self.front = front
         self.tls = tls
-        self.backend = backend
-        self.client_fd, self.backend_fd = tls.fileno(), backend.fileno()
+        self.fd = tls.fileno()
+        self.peer: tuple[str, int] = tls.getpeername()[:2]
         self.poller = select.poll()
-        for fd in (self.client_fd, self.backend_fd, front._wake_r):
-            self.poller.register(fd, select.POLLIN)
-        self.awaiting = False  # request bytes went to the backend since it last answered
-        self.client_open = True
-        self.finishing = False  # client closed or front stopping: only answers flow now
-        self.answer_pending = False  # a request was in flight when finishing began
-        self.last_activity = self.answered_at = self.closed_at = time.monotonic()
+        self.poller.register(self.fd, select.POLLIN)
+        self.poller.register(front._wake_r, select.POLLIN)
+        self.last_activity = time.monotonic()
         tls.setblocking(False)
 
-    def run(self) -> None:
+    def receive(self) -> bytes:
+        """The next decrypted bytes; b"" when the connection should end: the client closed
+        it, it stayed idle for the idle timeout, or the front is stopping (requests already
+        read have been answered by then: the caller asks only between requests).
+        """
         front = self.front
-        while True:
-            now = time.monotonic()
-            draining = front._stopping.is_set()
-            if draining or not self.client_open:
-                self._finish()
-            wait = self._wait(now, draining)
-            if wait is None:
-                return
-            if not self.finishing and self.tls.pending():
-                ready = {self.client_fd}
-            else:
-                ready = {fd for fd, _ in self.poller.poll(max(0.0, wait) * 1000)}
-            if self.backend_fd in ready and not self._to_client():
-                return
-            if self.client_fd in ready and not self.finishing:
-                self._from_client()
+        while not front._stopping.is_set():
+            if not self.tls.pending():
+                wait = self.last_activity + front.idle_timeout - time.monotonic()
+                if wait <= 0:
+                    return b""
+                ready = {fd for fd, _ in self.poller.poll(wait * 1000)}
+                if self.fd not in ready:
+                    continue  # woken by stop, or the wait ran out: re-check
+            try:
+                data = self.tls.recv(_CHUNK)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                continue  # a record is still incomplete
+            except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
+                return b""
+            self.last_activity = time.monotonic()
+            return data
+        return b""
 
-    def _finish(self) -> None:
-        if not self.finishing:
-            self.finishing = True
-            self.answer_pending = self.awaiting  # else nothing is owed: close at once
-            self.poller.unregister(self.client_fd)
-            self.poller.unregister(self.front._wake_r)  # level-triggered once stopping
-
-    def _wait(self, now: float, draining: bool) -> float | None:
-        """How long to wait for I/O, or None when the connection should end now."""
-        front = self.front
-        idle_left = self.last_activity + front.idle_timeout - now
-        if idle_left <= 0 or (draining and now >= front._drain_deadline):
-            return None
-        if not self.finishing:
-            return idle_left
-        if not self.awaiting:
-            # Nothing in flight: close now, unless an answer owed at finish has just
-            # arrived, whose remaining chunks get a short grace.
-            linger = self.answered_at + _LINGER - now
-            return linger if self.answer_pending and linger > 0 else None
-        if not self.client_open and now - self.closed_at >= front.io_timeout:
-            return None  # the client left mid-request and no answer came
-        wait = min(idle_left, front.io_timeout)
-        return min(wait, front._drain_deadline - now) if draining else wait
-
-    def _to_client(self) -> bool:
-        data = self.backend.recv(_CHUNK)
-        if not data:
-            return False
-        self._send_client(data)
-        self.awaiting = False
-        self.answered_at = self.last_activity = time.monotonic()
-        return True
-
-    def _send_client(self, data: bytes) -> None:
+    def send(self, data: bytes) -> None:
+        """Write all of `data`; TimeoutError when the client does not read it in time."""
         deadline = time.monotonic() + self.front.io_timeout
         view = memoryview(data)
         while view:
@@ -447,22 +405,8 @@ class _Relay:
             except ssl.SSLWantReadError:
                 events = select.POLLIN
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not _poll({self.client_fd: events}, remaining):
+            if remaining <= 0 or not _poll({self.fd: events}, remaining):
                 raise TimeoutError("Webhook client did not read its answer in time")
-
-    def _from_client(self) -> None:
-        try:
-            data = self.tls.recv(_CHUNK)
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return  # a record is still incomplete
-        except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
-            data = b""
-        if not data:
-            self.client_open = False
-            self.closed_at = time.monotonic()
-            return
-        self.backend.sendall(data)
-        self.awaiting = True
         self.last_activity = time.monotonic()
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import socket
 import ssl
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -80,7 +80,7 @@ def test_busy_port_fails_and_leaves_no_threads(host_factory: Factory, serving: S
     with pytest.raises(OSError):
         second.start()
     assert set(threading.enumerate()) <= before
-    assert second.backend_path is None
+    assert second.front is None
 
 
 def test_serves_https_with_keep_alive(
@@ -100,13 +100,40 @@ def test_serves_https_with_keep_alive(
     assert host.front.accepted == 1  # one TLS connection carried every request
 
 
-def test_backend_is_a_private_unix_socket(host_factory: Factory) -> None:
+def _listening_sockets() -> dict[int, str]:
+    """This process's listening TCP and Unix sockets: inode -> description."""
+    mine = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                mine.add(int(target[8:-1]))
+    listening: dict[int, str] = {}
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/net/{table}") as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                if fields[3] == "0A":  # TCP_LISTEN
+                    listening[int(fields[9])] = f"tcp:{int(fields[1].rsplit(':', 1)[1], 16)}"
+    with open("/proc/net/unix") as lines:
+        for line in list(lines)[1:]:
+            fields = line.split()
+            if int(fields[3], 16) & 0x10000:  # __SO_ACCEPTCON: a listening Unix socket
+                listening[int(fields[6])] = "unix:" + (fields[7] if len(fields) > 7 else "")
+    return {inode: what for inode, what in listening.items() if inode in mine}
+
+
+def test_the_tls_port_is_the_only_listener(
+    host_factory: Factory, client_context: ssl.SSLContext
+) -> None:
+    before = _listening_sockets()
     host = host_factory()
-    path = host.backend_path
-    assert path is not None
-    assert stat.S_ISSOCK(os.stat(path).st_mode)
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    connection = https(host, client_context)  # a kept-alive connection is open meanwhile
+    connection.request("POST", "/echo", body=b"{}")
+    assert connection.getresponse().read()
+    opened = {k: v for k, v in _listening_sockets().items() if k not in before}
+    connection.close()
+    assert list(opened.values()) == [f"tcp:{host.address[1]}"]
 
 
 def test_no_plaintext_on_the_tls_port(host_factory: Factory) -> None:
@@ -318,7 +345,6 @@ def test_stop_joins_every_thread_with_clients_connected(
     assert not host.serving
     assert time.monotonic() - started < 3.5
     assert set(threading.enumerate()) <= before
-    assert host.backend_path is None
     for sock in (silent, half_tls):
         sock.close()
     kept.close()
