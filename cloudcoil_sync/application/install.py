@@ -4,8 +4,12 @@ CRDs first, each waited for until Established; then ServiceAccount, RBAC, Servic
 Deployment (manifest order), waiting for the Deployment's current revision to be available;
 webhook registrations last, so admission is enabled only once its server serves; finally the
 CRDs' kinds are rediscovered. Every write is server-side apply with the field manager
-``cloudcoil-<app>``. The whole run is bounded by ``timeout``; a failure leaves what was applied
-(no rollback) and says what was done and what was pending. A repeated run changes nothing.
+``cloudcoil-<app>``, but one: with leader election, a first install (no Deployment yet)
+creates the Lease *released* (no holder) unless it exists, so the first replica takes it at
+once instead of waiting out a lease duration on a Lease it created itself (see
+``controller.leader``); an existing Lease is never touched. The whole run is bounded by
+``timeout``; a failure leaves what was applied (no rollback) and says what was done and what
+was pending. A repeated run changes nothing.
 ``dry_run`` sends server-side dry-run applies and reports what each would change.
 """
 
@@ -19,7 +23,14 @@ from typing import Any
 
 import click
 
-from cloudcoil_sync.client import ClientError, Config, Conflict, NotFound, UnknownKind
+from cloudcoil_sync.client import (
+    AlreadyExists,
+    ClientError,
+    Config,
+    Conflict,
+    NotFound,
+    UnknownKind,
+)
 
 from .progress import (
     Deadline,
@@ -36,6 +47,7 @@ __all__ = ["Applied", "changed_paths", "command", "install", "rollout_state"]
 
 JSON = dict[str, Any]
 CRD_KIND = "CustomResourceDefinition"
+_LEASES = ("coordination.k8s.io", "v1", "leases")
 WEBHOOKS_NEED_IMAGE = (
     "Installing webhooks requires image=... to wait for a serving Deployment; "
     "use include_webhooks=False to install only CRDs and RBAC"
@@ -101,7 +113,11 @@ def install(
         installer = _Installer(
             cfg, field_manager(app.name), Deadline(timeout), progress or Progress(), force, dry_run
         )
-        return installer.run(ordered, wait_rollout=image is not None)
+        election = getattr(app, "leader_election", None)
+        lease = None
+        if election is not None:
+            lease = (election.name, election.namespace or app.namespace)
+        return installer.run(ordered, wait_rollout=image is not None, lease=lease)
     finally:
         if owned:
             cfg.close()
@@ -125,13 +141,23 @@ class _Installer(Steps):
         super().__init__(config, manager, deadline, progress, dry_run)
         self.force = force
 
-    def run(self, documents: list[JSON], *, wait_rollout: bool) -> list[Applied]:
+    def run(
+        self, documents: list[JSON], *, wait_rollout: bool, lease: tuple[str, str] | None = None
+    ) -> list[Applied]:
         self.begin(documents)
         results = []
+        if self.dry_run:
+            lease = None
         for doc in documents:
             what = describe(doc)
             if self.deadline.expired:
                 raise self.fail(self.timed_out(f"before applying {what}"), InstallTimeout)
+            if lease is not None and doc["kind"] == "Deployment":
+                # An existing Deployment may run a leader: leave a missing Lease to the
+                # candidates, who then wait out a lease duration (it may hide a live leader).
+                if self._absent(doc):
+                    self._released_lease(*lease)
+                lease = None
             results.append(self._apply(doc))
             self.finished(what)
             if self.dry_run:
@@ -140,6 +166,8 @@ class _Installer(Steps):
                 self._wait(doc, "established", crd_state)
             elif doc["kind"] == "Deployment" and wait_rollout:
                 self._wait(doc, "available", rollout_state)
+        if lease is not None:  # no Deployment here: the operator runs elsewhere
+            self._released_lease(*lease)
         crds = [d for d in documents if d["kind"] == CRD_KIND]
         if crds and not self.dry_run:
             self._rediscover(crds)
@@ -177,6 +205,29 @@ class _Installer(Steps):
             fields = f" ({', '.join(result.fields)})" if result.fields else ""
             self.progress.line(f"applied {what}: {result.action}{fields}")
         return result
+
+    def _absent(self, doc: JSON) -> bool:
+        try:
+            return _get(self._client(doc), doc) is None
+        except (ClientError, UnknownKind) as exc:
+            raise self.fail(f"reading {describe(doc)} failed: {exc}") from None
+
+    def _released_lease(self, name: str, namespace: str) -> None:
+        """Create the leader-election Lease with no holder, if it does not exist."""
+        what = f"Lease {namespace}/{name}"
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"holderIdentity": "", "leaseTransitions": 0},
+        }
+        try:
+            self.config.client(_LEASES).create(lease, namespace=namespace)
+        except AlreadyExists:
+            return  # held or released by a candidate already: never touched
+        except ClientError as exc:
+            raise self.fail(f"creating {what} failed: {exc}") from None
+        self.progress.line(f"created {what}: released, the first replica leads at once")
 
     def _conflict(self, what: str, exc: Conflict) -> InstallError:
         causes = [c for c in exc.causes if c.get("reason") == "FieldManagerConflict"]

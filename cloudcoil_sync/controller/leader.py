@@ -10,7 +10,8 @@ can never both win one round.
 
 A Lease this elector *creates* (it was absent) is held for one lease duration before the
 leader work starts: a candidate cannot tell a fresh cluster from a Lease deleted under a live
-leader, and that leader stops by its renew deadline.
+leader, and that leader stops by its renew deadline. ``install`` therefore creates the Lease
+released on a first install: a released record is taken at once.
 
 This is coordination, not fencing: leader work must stop promptly when asked (within
 ``lease_duration - renew_deadline`` of the deadline) and stay idempotent.

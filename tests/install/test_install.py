@@ -28,6 +28,7 @@ INSTALL_ORDER = [
     "roles/gadgets.operators",
     "rolebindings/gadgets.operators",
     "services/gadgets",
+    "operators/leases",  # POST: the Lease created released (first install only)
     "deployments/gadgets",
     f"mutatingwebhookconfigurations/{HOOKS}",
     f"validatingwebhookconfigurations/{HOOKS}",

@@ -46,12 +46,12 @@ def test_operator_identity_has_its_runtime_rights_and_no_installer_rights(
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "g1"}},
             field_manager="gadgets",
         )
-        operator.client(("coordination.k8s.io", "v1", "leases")).create(
-            {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": "gadgets"},
-            }
+        leases = operator.client(("coordination.k8s.io", "v1", "leases"))
+        held = leases.get("gadgets")  # created released by install
+        held["spec"]["holderIdentity"] = "replica-1"
+        leases.replace(held)
+        leases.create(  # what a replica does when the Lease is missing
+            {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "x"}}
         )
         # What only the installer may do.
         forbidden = [
