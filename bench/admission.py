@@ -1,17 +1,20 @@
 """Admission serving benchmark: cloudcoil_sync vs kopf 1.45 vs a bare waitress floor (not a test).
 
     python bench/admission.py [--seconds 3] [--clients 1,8,32] [--threads 4]
-                              [--contenders cloudcoil,kopf,floor] [--json out.json]
+                              [--cloudcoil-threads 0] [--contenders cloudcoil,kopf,floor]
+                              [--json out.json]
 
 Each server runs in its own child process (`--serve NAME DIR`) with a validating and a mutating
 route; the client threads run in this (driver) process, so client and server do not share a
 GIL but do share the machine's cores: read the figures as ratios within one run.
 
-- cloudcoil: `AdmissionWebhook` behind `WebhookHost` (TLS front + waitress, `--threads`).
+- cloudcoil: `AdmissionWebhook` behind `WebhookHost` as the operator runs it (TLS front;
+  waitress's parser and tasks on each connection's thread; `--cloudcoil-threads` N > 0 bounds
+  concurrent app calls, 0 = the default, no bound beyond the connection limit).
 - kopf: `kopf.run(standalone=True)` against the bench emulator (its API discovery is needed to
   resolve "configmaps"), `settings.admission.server = kopf.WebhookServer(certfile, pkeyfile)`,
   `settings.admission.managed = None`, `@kopf.on.validate` / `@kopf.on.mutate` handlers.
-- floor: the same `AdmissionWebhook` on plain waitress over TCP (no TLS), same thread count.
+- floor: the same `AdmissionWebhook` on plain waitress over TCP (no TLS), `--threads` workers.
 
 Per contender, route and client count: requests/s, p50/p99 latency, and the server process's
 CPU seconds (user+system from /proc, over the measured window) per request. Then the stall
@@ -123,7 +126,7 @@ def serve_cloudcoil(directory: str, threads: int) -> None:
         keyfile=os.path.join(directory, "tls.key"),
         host="127.0.0.1",
         port=0,
-        threads=threads,
+        threads=threads or None,
     )
     host.start()
     done = threading.Event()
@@ -361,7 +364,11 @@ def note(message: str) -> None:
 
 
 def bench(
-    contenders: list[str], clients: list[int], seconds: float, threads: int
+    contenders: list[str],
+    clients: list[int],
+    seconds: float,
+    threads: int,
+    cloudcoil_threads: int = 0,
 ) -> dict[str, Any]:
     from common import EmulatorProcess
 
@@ -388,7 +395,8 @@ def bench(
                         "BENCH_NAMESPACE": "default",
                     }
                 note(f"starting {name}")
-                server = Server(name, directory, threads, context, env)
+                count = cloudcoil_threads if name == "cloudcoil" else threads
+                server = Server(name, directory, count, context, env)
                 try:
                     server.wait_ready(body)
                     for route in ROUTES:
@@ -419,6 +427,7 @@ def bench(
         "body_bytes": len(body),
         "seconds": seconds,
         "threads": threads,
+        "cloudcoil_threads": cloudcoil_threads,
         "results": rows,
         "stall": stalls,
     }
@@ -476,7 +485,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--clients", default="1,8,32")
-    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=4, help="the floor's waitress threads")
+    parser.add_argument(
+        "--cloudcoil-threads", type=int, default=0, help="WebhookHost threads (0: its default)"
+    )
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--serve", nargs=2, metavar=("NAME", "DIR"), help=argparse.SUPPRESS)
@@ -492,12 +504,14 @@ def main() -> None:
         [int(c) for c in options.clients.split(",")],
         options.seconds,
         options.threads,
+        options.cloudcoil_threads,
     )
     report["loadavg_before"] = load_before
     report["loadavg_after"] = os.getloadavg()
     print(
-        f"AdmissionReview body {report['body_bytes']} bytes; {os.cpu_count()} CPUs; server "
-        f"threads {options.threads} (cloudcoil, floor); {options.seconds:g} s per scenario; "
+        f"AdmissionReview body {report['body_bytes']} bytes; {os.cpu_count()} CPUs; floor "
+        f"threads {options.threads}, cloudcoil threads {options.cloudcoil_threads or 'default'}; "
+        f"{options.seconds:g} s per scenario; "
         f"clients are threads in the driver process; load average before "
         f"{load_before[0]:.2f}/{load_before[1]:.2f}, after "
         f"{report['loadavg_after'][0]:.2f}/{report['loadavg_after'][1]:.2f}"

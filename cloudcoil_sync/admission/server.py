@@ -10,9 +10,11 @@ metrics endpoints (`OperatorEndpoints`). This is the only module that imports wa
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from waitress.adjustments import Adjustments
@@ -124,10 +126,11 @@ def _answer(
 class WebhookHost:
     """Serve `app` over HTTPS on (host, port) until `stop`; owns every thread it starts.
 
-    Each connection is served on its own thread (at most `max_connections`); at most
-    `threads` of them run the WSGI app at once. `start` raises ValueError when the TLS files
-    are missing or do not match, OSError when the port cannot be bound. Certificates are
-    reloaded when their files change.
+    Each connection is served on its own thread (at most `max_connections`); `threads`, if
+    given, bounds how many of them run the WSGI app at once (admission handlers are bounded
+    by the webhook's own pool either way; a bound here makes every answer wake a waiter).
+    `start` raises ValueError when the TLS files are missing or do not match, OSError when
+    the port cannot be bound. Certificates are reloaded when their files change.
     """
 
     def __init__(
@@ -138,7 +141,7 @@ class WebhookHost:
         keyfile: str,
         host: str = "0.0.0.0",
         port: int = 9443,
-        threads: int = 4,
+        threads: int | None = None,
         max_connections: int = 64,
         handshake_timeout: float = 10.0,
         idle_timeout: float = 120.0,
@@ -231,14 +234,16 @@ class WebhookHost:
 class _HTTP:
     """What waitress's tasks read from their server, and the per-connection loop."""
 
-    def __init__(self, app: WSGIApplication, adj: Adjustments, threads: int) -> None:
+    def __init__(self, app: WSGIApplication, adj: Adjustments, threads: int | None) -> None:
         self.adj = adj
         # As waitress.create_server does: Forwarded/X-Forwarded-* from untrusted peers
         # (every peer: no proxy is trusted) are removed before the app sees them.
         self.application = proxy_headers_middleware(
             app, clear_untrusted=adj.clear_untrusted_proxy_headers, log_untrusted=False
         )
-        self.calls = threading.BoundedSemaphore(max(1, threads))
+        self.calls: AbstractContextManager[Any] = (
+            contextlib.nullcontext() if threads is None else threading.BoundedSemaphore(threads)
+        )
         self.front: TLSFront | None = None
 
     @property
