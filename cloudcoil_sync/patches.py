@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from cloudcoil.resources import Resource
 
-__all__ = ["diff", "json_patch", "mutation_patch", "pointer"]
+__all__ = ["MutationBase", "diff", "json_patch", "mutation_patch", "pointer"]
 
 Patch = list[dict[str, Any]]
 
@@ -101,6 +101,8 @@ def _diff_into(
             operations.append({"op": "add", "path": path + pointer(key), "value": copy(new[key])})
         else:
             before, after = old[key], new[key]
+            if before is after:  # a subtree shared by both documents (mutation patches)
+                continue
             # Pointers are built only where something changed (most members did not).
             if isinstance(before, dict) and isinstance(after, dict):
                 if not _same(before, after):
@@ -161,30 +163,53 @@ def _wire(resource: Resource) -> dict[str, Any]:
 _ABSENT: Final = object()  # a member missing from a JSON object (distinct from null)
 
 
-def mutation_patch(raw: dict[str, Any], before: Resource, after: Resource) -> Patch:
+class MutationBase:
+    """What `mutation_patch` needs of the object a mutator was given, taken before it runs
+    (cheaper than keeping a deep copy of the model: both dumps are needed anyway).
+    """
+
+    __slots__ = ("api_version", "explicit", "full", "kind")
+
+    def __init__(self, resource: Resource) -> None:
+        self.api_version, self.kind = resource.api_version, resource.kind
+        self.full: dict[str, Any] = resource.model_dump(mode="json", by_alias=True)
+        self.explicit: dict[str, Any] = resource.model_dump(
+            mode="json", by_alias=True, exclude_unset=True
+        )
+
+
+def mutation_patch(raw: dict[str, Any], before: Resource | MutationBase, after: Resource) -> Patch:
     """The JSON patch an admission mutator's changes make to the object as received.
 
-    ``before`` is the typed object the handler was given, ``after`` what it returned.
+    ``before`` is the typed object the handler was given (or its `MutationBase`, taken
+    before the handler ran), ``after`` what it returned.
     Only what the handler changed is applied, onto ``raw``: fields the model does not
     know and defaults the model filled in stay as they arrived. A default assigned
     explicitly is written. List elements with a ``name`` are matched by name, others by
     equality and position; where unknown fields could be lost or misplaced a
     ``ValueError`` is raised rather than guessing. Identity changes are refused.
+    ``raw`` is not changed; the patch shares no values with it.
     """
-    if (before.api_version, before.kind) != (after.api_version, after.kind):
+    base = before if isinstance(before, MutationBase) else MutationBase(before)
+    if (base.api_version, base.kind) != (after.api_version, after.kind):
         raise ValueError("An admission mutator cannot change apiVersion or kind")
-    old = before.model_dump(mode="json", by_alias=True)
+    old = base.full
     new = after.model_dump(mode="json", by_alias=True)
     old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
     for key in ("name", "namespace", "uid", "resourceVersion"):
         if old_meta.get(key) != new_meta.get(key):
             raise ValueError(f"An admission mutator cannot change metadata.{key}")
-    edits = _Edits(
-        before.model_dump(mode="json", by_alias=True, exclude_unset=True),
-        after.model_dump(mode="json", by_alias=True, exclude_unset=True),
-    )
+    edits = _Edits(base.explicit, after.model_dump(mode="json", by_alias=True, exclude_unset=True))
+    # `desired` shares every unchanged subtree with `raw` (and new values with `new`):
+    # nothing is copied but the values the patch writes, and shared subtrees are skipped
+    # by identity when diffing. Only those written values need checking: raw is parsed JSON.
     desired = _overlay(raw, old, new, edits)
-    return json_patch(raw, desired)
+    operations: Patch = []
+    _diff_into(operations, raw, desired, "", deepcopy)
+    for operation in operations:
+        if "value" in operation:
+            _check_json(operation["value"], f"the value at {operation['path'] or '/'}")
+    return operations
 
 
 class _Edits:
@@ -231,18 +256,18 @@ def _overlay(raw: Any, old: Any, new: Any, edits: _Edits) -> Any:
     Returns ``_ABSENT`` when the member should stay missing.
     """
     if _same_or_absent(old, new) and edits.unchanged():
-        return _ABSENT if raw is _ABSENT else deepcopy(raw)
+        return raw
     if _same_or_absent(old, new) and raw is not _ABSENT and not isinstance(old, (dict, list)):
-        return deepcopy(raw)  # a scalar re-assigned its current value: keep the raw form
+        return raw  # a scalar re-assigned its current value: keep the raw form
     if isinstance(old, dict) and isinstance(new, dict):
         return _overlay_object(raw, old, new, edits)
     if isinstance(old, list) and isinstance(new, list) and isinstance(raw, list):
         return _overlay_array(raw, old, new, edits)
-    return deepcopy(new)
+    return new
 
 
 def _overlay_object(raw: Any, old: dict[str, Any], new: dict[str, Any], edits: _Edits) -> Any:
-    result = deepcopy(raw) if isinstance(raw, dict) else {}
+    result = dict(raw) if isinstance(raw, dict) else {}  # raw itself is never changed
     for key in old.keys() | new.keys():
         if key not in new:
             result.pop(key, None)
@@ -296,7 +321,7 @@ def _overlay_named(
     result = []
     for index, (name, value) in enumerate(zip(new_names, new, strict=True)):
         if name not in old_at:
-            result.append(deepcopy(value))
+            result.append(value)
             continue
         source = old_at[name]
         result.append(_overlay(raw[raw_at[name]], old[source], value, edits.element(source, index)))
@@ -328,7 +353,7 @@ def _overlay_unnamed(raw: list[Any], old: list[Any], new: list[Any], edits: _Edi
             "edit elements in place or separate structural edits"
         )
     return [
-        deepcopy(value)
+        value
         if source is None
         else _overlay(raw[source], old[source], value, edits.element(source, index))
         for index, (source, value) in enumerate(zip(sources, new, strict=True))

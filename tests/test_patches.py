@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pydantic import Field, field_validator
 
 from cloudcoil_sync.crd import custom_resource
-from cloudcoil_sync.patches import diff, json_patch, mutation_patch, pointer
+from cloudcoil_sync.patches import MutationBase, diff, json_patch, mutation_patch, pointer
 
 # -- a tiny RFC 6902 applier, independent of the code under test ---------------------------
 
@@ -625,6 +625,18 @@ def _mutate(spec: Spec, data: st.DataObject) -> None:
             spec.labels = data.draw(st.none() | st.dictionaries(names, names, max_size=2))
 
 
+def _containers(value: Any) -> set[int]:
+    """The ids of every dict and list inside `value`."""
+    found: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict | list):
+            found.add(id(item))
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    return found
+
+
 def _has_unknown_elements(spec: dict[str, Any]) -> bool:
     elements = [*spec.get("ports", []), *spec.get("items", [])]
     return any("extra" in element for element in elements)
@@ -636,7 +648,9 @@ def test_mutation_patch_applies_exactly_the_handler_changes(
     spec: dict[str, Any], data: st.DataObject
 ) -> None:
     raw = raw_thing(**spec)
+    received = copy.deepcopy(raw)
     before, after = edit(raw)
+    base = MutationBase(before)  # as the webhook takes it, before the handler runs
     _mutate(after.spec, data)
     try:
         patch = mutation_patch(raw, before, after)
@@ -644,6 +658,10 @@ def test_mutation_patch_applies_exactly_the_handler_changes(
         # Refusing is allowed only where guessing could misplace unknown fields.
         assert _has_unknown_elements(raw["spec"])
         return
+    assert mutation_patch(raw, base, after) == patch
+    # raw is left alone, and the patch shares nothing with it (nor with later edits).
+    assert raw == received
+    assert not _containers(patch) & _containers(raw)
     result = apply_patch(raw, patch)
     assert typed(result) == after.model_dump(mode="json", by_alias=True)
     # Unmodeled fields survive everywhere they still have a home.

@@ -11,7 +11,6 @@ defect; otherwise 200 with the AdmissionReview response.
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import logging
 import math
@@ -32,6 +31,7 @@ from cloudcoil_sync.admission.request import (
     UserInfo,
 )
 from cloudcoil_sync.admission.routes import DEFAULT_MAX_BODY_BYTES, AdmissionRoutes, Route
+from cloudcoil_sync.patches import MutationBase, mutation_patch
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -229,10 +229,13 @@ class AdmissionWebhook(AdmissionRoutes):
             config=self.config,
             cache=self.cache,
         )
-        # What the patch is computed against: the object as received, whatever the handler
-        # does to the request's copies.
-        received = copy.deepcopy(review.get("object")) if route.mutation else None
-        before = resource.model_copy(deep=True) if resource is not None else None
+        # What the patch is computed against: the object as received and the typed one's
+        # dumps, taken before the handler can change the request's copies. Validating
+        # routes need neither.
+        received = before = None
+        if route.mutation and resource is not None:
+            received = _json_copy(review["object"])
+            before = MutationBase(resource)
         outcome = self._run(route, request, deadline)
         if isinstance(outcome, tuple):
             return outcome
@@ -290,8 +293,18 @@ def _typed(route: Route, raw: dict[str, Any] | None) -> Resource | None:
     return None if raw is None else route.model.model_validate(raw)
 
 
+def _json_copy(value: Any) -> Any:
+    """A deep copy of parsed JSON (dicts, lists, immutable scalars); ~4x copy.deepcopy."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _json_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [_json_copy(item) for item in value]
+    return value
+
+
 def _patch(
-    route: Route, received: dict[str, Any] | None, before: Resource | None, after: Any
+    route: Route, received: dict[str, Any] | None, before: MutationBase | None, after: Any
 ) -> list[dict[str, Any]]:
     if not route.mutation:
         if after is not None:
@@ -306,8 +319,6 @@ def _patch(
             f"Mutating handlers return their {route.model.__name__} or None, "
             f"not {type(after).__name__}"
         )
-    from cloudcoil_sync.patches import mutation_patch
-
     return mutation_patch(received, before, after)
 
 
