@@ -14,11 +14,12 @@ runtime ServiceAccount never receives rights to install CRDs, RBAC or webhook co
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from cloudcoil_sync.names import dns_label
 
 __all__ = [
     "READ_VERBS",
@@ -34,16 +35,9 @@ __all__ = [
 Scope = Literal["Namespaced", "Cluster"]
 READ_VERBS = ("get", "list", "watch")
 RBAC_API = "rbac.authorization.k8s.io/v1"
-_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+check_label = dns_label  # the name manifests and older callers use
 _EVENTS = ("events.k8s.io", "events")
 _LEASES = ("coordination.k8s.io", "leases")
-
-
-def check_label(value: object, description: str) -> str:
-    """``value`` if it is a Kubernetes DNS label, else ``ValueError`` naming ``description``."""
-    if not isinstance(value, str) or not _LABEL.fullmatch(value):
-        raise ValueError(f"{description} must be a Kubernetes DNS label")
-    return value
 
 
 @dataclass(frozen=True)

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Literal
 
 from cloudcoil.resources import Resource
 
+from cloudcoil_sync.names import dns_label
+
 __all__ = ["RBACRule", "WebhookServer", "dns_label"]
 
 Scope = Literal["Namespaced", "Cluster"]
-_DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
-
-
-def dns_label(value: object, description: str) -> str:
-    """`value` if it is a Kubernetes DNS label, else `ValueError("<description> must be ...")`."""
-    if not isinstance(value, str) or not _DNS_LABEL.fullmatch(value):
-        raise ValueError(f"{description} must be a Kubernetes DNS label")
-    return value
-
 
 @dataclass(frozen=True)
 class RBACRule:

@@ -10,7 +10,6 @@ attributes and attaches itself through `attach()`.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync.admission.routes import Route, ScopedAdmission
+from cloudcoil_sync.names import dns_label
 
 from .registry import Registry
 from .reporting import PassRequest
@@ -36,7 +36,6 @@ U = TypeVar("U", bound=Resource)
 F = TypeVar("F", bound=Callable[..., Any])
 Mapper = Callable[[Any], Iterable[ResourceKey]]
 
-_DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
 MIN_RESYNC, MAX_RESYNC = 30.0, 86400.0
 
 
@@ -99,8 +98,7 @@ def _check_settings(
         if len(name) > 118:
             raise ValueError("Controller name must have at most 118 characters")
     if namespace is not None:
-        if not isinstance(namespace, str) or not _DNS_LABEL.fullmatch(namespace):
-            raise ValueError("Controller namespace must be a Kubernetes DNS label")
+        dns_label(namespace, "Controller namespace")
         if all_namespaces:
             raise ValueError("Controller namespace and all_namespaces are mutually exclusive")
 

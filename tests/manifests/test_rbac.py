@@ -245,9 +245,13 @@ def test_cluster_kinds_reject_namespaced_rules_and_wildcards_are_refused() -> No
 
 
 def test_bad_namespaces_are_rejected() -> None:
-    with pytest.raises(ValueError, match=r"^Controller namespace must be a Kubernetes DNS label$"):
+    with pytest.raises(
+        ValueError, match=r"^Controller namespace must be a Kubernetes DNS label, got 'Bad_NS'"
+    ):
         infer_permissions(namespace="ops", controllers=[ControllerAccess(ConfigMap, "Bad_NS")])
-    with pytest.raises(ValueError, match=r"^RBAC namespace must be a Kubernetes DNS label$"):
+    with pytest.raises(
+        ValueError, match=r"^RBAC namespace must be a Kubernetes DNS label, got 'A'"
+    ):
         infer_permissions(
             namespace="ops", controllers=[], rules=[RuleAccess(Secret, ("get",), namespace="A")]
         )
