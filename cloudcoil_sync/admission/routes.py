@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from cloudcoil.resources import Resource
@@ -101,12 +102,13 @@ class Route:
     def kind(self) -> Literal["mutate", "validate"]:
         return "mutate" if self.mutation else "validate"
 
-    @property
+    # Cached (checked on every review): a model's apiVersion and kind never change.
+    @cached_property
     def model_gvk(self) -> GVKKey:
         """(group, version, kind) of the objects in the review (`request.kind`)."""
         return gvk_key(self.model)
 
-    @property
+    @cached_property
     def target_gvk(self) -> GVKKey:
         """(group, version, kind) of the registered endpoint (`request.resource`)."""
         return gvk_key(self.target or self.model)
