@@ -6,40 +6,23 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from cloudcoil.apimachinery import ObjectMeta
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
-from cloudcoil.pydantic import BaseModel
 from cloudcoil.resources import Resource
-from pydantic import Field
+from runtime.widgets import Widget
 
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller.informer import ClientListWatch, Informer
 from cloudcoil_sync.controller.metrics import OperatorMetrics
 from cloudcoil_sync.controller.queue import WorkQueue
-from cloudcoil_sync.controller.status import ReconcileStatus, set_condition, update_status
+from cloudcoil_sync.controller.status import set_condition, update_status
 from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
 from cloudcoil_sync.controller.worker import Reconciler, WorkerPool
-from cloudcoil_sync.crd import CRD, custom_resource
+from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.testing import Emulator
-
-
-class WidgetSpec(BaseModel):
-    size: int = 1
-
-
-class WidgetStatus(ReconcileStatus):
-    phase: str | None = None
-
-
-@custom_resource(api_version="example.com/v1", plural="widgets")
-class Widget(Resource):
-    api_version: Literal["example.com/v1"] = Field(default="example.com/v1", alias="apiVersion")
-    kind: Literal["Widget"] = "Widget"
-    spec: WidgetSpec | None = None
-    status: WidgetStatus | None = None
 
 
 class Loop:

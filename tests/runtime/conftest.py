@@ -4,35 +4,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 import pytest
-from cloudcoil.pydantic import BaseModel
-from cloudcoil.resources import Resource
-from pydantic import Field
 
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller import Controller, ReconcileStatus
+from cloudcoil_sync.controller import Controller
 from cloudcoil_sync.controller.metrics import OperatorMetrics
 from cloudcoil_sync.controller.runtime import ControllerRuntime, InformerPool
-from cloudcoil_sync.crd import CRD, custom_resource
+from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.testing import Emulator
 
-
-class WidgetSpec(BaseModel):
-    size: int = 1
-
-
-class WidgetStatus(ReconcileStatus):
-    phase: str | None = None
-
-
-@custom_resource(api_version="example.com/v1", plural="widgets")
-class Widget(Resource):
-    api_version: Literal["example.com/v1"] = Field(default="example.com/v1", alias="apiVersion")
-    kind: Literal["Widget"] = "Widget"
-    spec: WidgetSpec | None = None
-    status: WidgetStatus | None = None
+from .widgets import Widget
 
 
 class Calls:
