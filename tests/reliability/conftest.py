@@ -24,6 +24,8 @@ from cloudcoil_sync.testing import Emulator
 LABEL = "reliability.example.com/managed"
 FINALIZER = "reliability.example.com/cleanup"
 CONFIGMAPS = ("", "v1", "configmaps")
+# The primary informer's list/watch endpoint: failing it holds a reconnect gap open.
+LIST_WATCH = r"^/api/v1/namespaces/default/configmaps$"
 JSON = dict[str, Any]
 
 

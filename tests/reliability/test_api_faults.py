@@ -17,6 +17,7 @@ from .conftest import (
     CONFIGMAPS,
     FINALIZER,
     LABEL,
+    LIST_WATCH,
     Record,
     Running,
     configmap,
@@ -26,8 +27,6 @@ from .conftest import (
     same_view,
     wait_until,
 )
-
-LIST_WATCH = r"^/api/v1/namespaces/default/configmaps$"
 
 
 def echoed(kube: Emulator) -> int:

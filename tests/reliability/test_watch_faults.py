@@ -14,6 +14,7 @@ from .conftest import (
     CONFIGMAPS,
     FINALIZER,
     LABEL,
+    LIST_WATCH,
     Record,
     Running,
     configmap,
@@ -21,9 +22,6 @@ from .conftest import (
     echo_operator,
     same_view,
 )
-
-# The primary informer's list/watch endpoint: failing it holds a reconnect gap open.
-LIST_WATCH = r"^/api/v1/namespaces/default/configmaps$"
 
 
 class Churn:
