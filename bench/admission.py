@@ -342,9 +342,10 @@ def percentile(values: list[float], q: float) -> float:
 def measure(
     server: Server, route: str, body: bytes, clients: int, seconds: float, fresh: int = 0
 ) -> dict[str, Any]:
-    cpu_before = server.cpu()
+    cpu_before, client_before = server.cpu(), time.process_time()
     alive, new, elapsed = run_clients(server, ROUTES[route], body, clients, seconds, fresh)
     cpu = server.cpu() - cpu_before
+    client_cpu = time.process_time() - client_before
     count = len(alive) + len(new)
     return {
         "route": route,
@@ -354,6 +355,7 @@ def measure(
         "p50_ms": round(percentile(alive, 0.50), 2),
         "p99_ms": round(percentile(alive, 0.99), 2),
         "cpu_ms_per_request": round(cpu / max(count, 1) * 1000, 3),
+        "client_cpu_ms_per_request": round(client_cpu / max(count, 1) * 1000, 3),
         "new_connection_requests": len(new),
         "new_connection_p50_ms": round(percentile(new, 0.50), 2) if new else None,
     }
@@ -451,15 +453,17 @@ def ratios(rows: list[dict[str, Any]]) -> None:
 def table(report: dict[str, Any]) -> str:
     lines = [
         "| contender | route | clients | req/s | p50 ms | p99 ms | server CPU ms/req "
-        "| req/s vs floor | req/s vs kopf | p99 vs kopf | CPU vs kopf | load 1m |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| client CPU ms/req | req/s vs floor | req/s vs kopf | p99 vs kopf | CPU vs kopf "
+        "| load 1m |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["results"]:
         lines.append(
             f"| {r['contender']} | {r['route']} | {r['clients']} | {r['rps']:.0f} "
             f"| {r['p50_ms']} | {r['p99_ms']} | {r['cpu_ms_per_request']} "
-            f"| {r.get('rps_vs_floor', '')} | {r.get('rps_vs_kopf', '')} "
-            f"| {r.get('p99_vs_kopf', '')} | {r.get('cpu_vs_kopf', '')} | {r['loadavg_1m']:.2f} |"
+            f"| {r['client_cpu_ms_per_request']} | {r.get('rps_vs_floor', '')} "
+            f"| {r.get('rps_vs_kopf', '')} | {r.get('p99_vs_kopf', '')} "
+            f"| {r.get('cpu_vs_kopf', '')} | {r['loadavg_1m']:.2f} |"
         )
     if report["stall"]:
         lines += [
