@@ -35,6 +35,8 @@ __all__ = [
     "fail",
     "main",
     "manifest_options",
+    "operation_options",
+    "run_operation",
     "run_options",
 ]
 
@@ -190,6 +192,46 @@ def run_options(function: F) -> F:
         show_default=True,
     )
     return level(fmt(function))
+
+
+def operation_options(what: str, dry_run_help: str) -> Callable[[F], F]:
+    """``--timeout``, ``--dry-run`` and ``--quiet``, shared by ``install`` and ``uninstall``."""
+
+    def decorate(function: F) -> F:
+        options = [
+            click.option(
+                "--timeout",
+                type=click.FloatRange(min=0, min_open=True),
+                default=120.0,
+                show_default=True,
+                help=f"Seconds for the whole {what}.",
+            ),
+            click.option("--dry-run", is_flag=True, help=dry_run_help),
+            click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr."),
+        ]
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def run_operation(operation: Callable[[], Sequence[Any]], *, dry_run: bool) -> None:
+    """Run ``install``/``uninstall``: failures as one line; with ``--dry-run``, print each
+    outcome's ``dry_run_line()``."""
+    from cloudcoil_sync.client import ClientError
+
+    from .progress import InstallError
+
+    try:
+        results = operation()
+    except (InstallError, ClientError) as exc:  # ClientError: no kubeconfig, bad credentials
+        raise click.ClickException(str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise DefinitionError(str(exc)) from None
+    if dry_run:
+        for result in results:
+            click.echo(result.dry_run_line())
 
 
 def manifests_command(app: Any) -> click.Command:

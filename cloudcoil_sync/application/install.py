@@ -372,20 +372,12 @@ def _by_name(items: list[Any]) -> dict[str, Any] | None:
 
 def command(app: Any) -> click.Command:
     """``install``: the manifests' flags plus --timeout, --force, --dry-run, --quiet."""
-    from .cli import DefinitionError, deployment_options, manifest_options
+    from .cli import deployment_options, manifest_options, operation_options, run_operation
 
     @click.command("install", help="Apply the manifests with server-side apply and wait for them.")
     @deployment_options
-    @click.option(
-        "--timeout",
-        type=click.FloatRange(min=0, min_open=True),
-        default=120.0,
-        show_default=True,
-        help="Seconds for the whole installation.",
-    )
     @click.option("--force", is_flag=True, help="Take ownership of fields other managers own.")
-    @click.option("--dry-run", is_flag=True, help="Server-side dry run: show what would change.")
-    @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+    @operation_options("installation", "Server-side dry run: show what would change.")
     def install_command(
         timeout: float, force: bool, dry_run: bool, quiet: bool, **params: Any
     ) -> None:
@@ -397,23 +389,12 @@ def command(app: Any) -> click.Command:
                 "Installing webhooks requires --image to wait for a serving Deployment; "
                 "use --without-webhooks to install only CRDs and RBAC"
             )
-        try:
-            results = install(
-                app,
-                **options,
-                timeout=timeout,
-                force=force,
-                dry_run=dry_run,
-                progress=Progress(quiet=quiet),
-            )
-        except InstallError as exc:
-            raise click.ClickException(str(exc)) from None
-        except ClientError as exc:  # configuration: no kubeconfig, bad credentials files
-            raise click.ClickException(str(exc)) from None
-        except (ValueError, TypeError) as exc:
-            raise DefinitionError(str(exc)) from None
-        if dry_run:
-            for result in results:
-                click.echo(result.dry_run_line())
+        progress = Progress(quiet=quiet)
+        run_operation(
+            lambda: install(
+                app, **options, timeout=timeout, force=force, dry_run=dry_run, progress=progress
+            ),
+            dry_run=dry_run,
+        )
 
     return install_command

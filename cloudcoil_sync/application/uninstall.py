@@ -22,7 +22,6 @@ from cloudcoil_sync.client import ClientError, Config, NotFound, UnknownKind
 
 from .progress import (
     Deadline,
-    InstallError,
     InstallTimeout,
     Progress,
     Steps,
@@ -219,7 +218,7 @@ def _get(client: Any, name: str, namespace: str | None) -> JSON | None:
 
 def command(app: Any) -> click.Command:
     """``uninstall [--include-crds] [--timeout] [--dry-run] [--quiet]``."""
-    from .cli import DefinitionError
+    from .cli import operation_options, run_operation
 
     @click.command("uninstall", help="Remove what install applied (CRDs only if asked).")
     @click.option(
@@ -227,32 +226,16 @@ def command(app: Any) -> click.Command:
         is_flag=True,
         help="Also delete the CRDs, and with them every custom resource of them.",
     )
-    @click.option(
-        "--timeout",
-        type=click.FloatRange(min=0, min_open=True),
-        default=120.0,
-        show_default=True,
-        help="Seconds for the whole removal.",
-    )
-    @click.option("--dry-run", is_flag=True, help="Server-side dry run: show what would go.")
-    @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+    @operation_options("removal", "Server-side dry run: show what would go.")
     def uninstall_command(include_crds: bool, timeout: float, dry_run: bool, quiet: bool) -> None:
         if not math.isfinite(timeout):
             raise click.BadParameter("must be finite", param_hint="--timeout")
-        try:
-            results = uninstall(
-                app,
-                include_crds=include_crds,
-                timeout=timeout,
-                dry_run=dry_run,
-                progress=Progress(quiet=quiet),
-            )
-        except (InstallError, ClientError) as exc:
-            raise click.ClickException(str(exc)) from None
-        except (ValueError, TypeError) as exc:
-            raise DefinitionError(str(exc)) from None
-        if dry_run:
-            for result in results:
-                click.echo(result.dry_run_line())
+        progress = Progress(quiet=quiet)
+        run_operation(
+            lambda: uninstall(
+                app, include_crds=include_crds, timeout=timeout, dry_run=dry_run, progress=progress
+            ),
+            dry_run=dry_run,
+        )
 
     return uninstall_command
