@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -40,7 +39,14 @@ if TYPE_CHECKING:
 
     from cloudcoil_sync.client import Config
 
-__all__ = ["AdmissionWebhook", "HandlerPool", "InvalidReview", "parse_review"]
+__all__ = [
+    "AdmissionWebhook",
+    "HandlerPool",
+    "HandlerTimeout",
+    "InvalidReview",
+    "PoolClosed",
+    "parse_review",
+]
 
 log = logging.getLogger("cloudcoil_sync.admission")
 
@@ -53,10 +59,40 @@ class InvalidReview(ValueError):
     """The body is not a well-formed AdmissionReview v1 for this route."""
 
 
+class PoolClosed(RuntimeError):
+    """The handler pool no longer takes work (the webhook is closing)."""
+
+
+class HandlerTimeout(Exception):
+    """`HandlerPool.run` passed its timeout; `abandoned` when the function had started."""
+
+    def __init__(self, abandoned: bool) -> None:
+        super().__init__("abandoned" if abandoned else "not started")
+        self.abandoned = abandoned
+
+
+class _Call:
+    """One queued function. `done` is held until it has run; the state flags change only
+    under the pool's lock.
+    """
+
+    __slots__ = ("abandoned", "cancelled", "done", "error", "function", "running", "value")
+
+    def __init__(self, function: Callable[[], Any]) -> None:
+        self.function = function
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.running = self.cancelled = self.abandoned = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
 class HandlerPool:
     """A bounded set of daemon threads running handlers; a stuck one is abandoned, not joined.
 
-    `submit` queues work; `close` stops idle workers and joins them within a bound.
+    `run` calls a function on a pool thread and waits for it up to a timeout (a plain lock
+    hand-off: cheaper than a Future's condition); `submit` queues work and returns a
+    Future; `close` stops idle workers and joins them within a bound.
     """
 
     def __init__(self, max_workers: int = 16, *, name: str = "admission-handler") -> None:
@@ -64,20 +100,47 @@ class HandlerPool:
             raise ValueError("max_workers must be at least 1")
         self.max_workers = max_workers
         self.name = name
-        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._work: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._idle = 0
         self._closed = False
 
+    def run(self, function: Callable[[], Any], timeout: float) -> Any:
+        """`function()`'s result (or its exception) if it ends within `timeout` seconds;
+        else HandlerTimeout. A call not started by then never runs; a started one is
+        abandoned: its late result is discarded, a late failure logged.
+        """
+        call = self._put(_Call(function))
+        if not call.done.acquire(timeout=max(0.0, timeout)):
+            with self._lock:
+                if call.running:
+                    call.abandoned = True
+                else:
+                    call.cancelled = True
+            raise HandlerTimeout(call.abandoned)
+        if call.error is not None:
+            raise call.error
+        return call.value
+
     def submit(self, function: Callable[[], Any]) -> Future[Any]:
         future: Future[Any] = Future()
+
+        def run() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(function())
+                except BaseException as error:
+                    future.set_exception(error)
+
+        self._put(_Call(run))
+        return future
+
+    def _put(self, call: _Call) -> _Call:
         with self._lock:
             if self._closed:
-                raise RuntimeError("The admission handler pool is closed")
-            self._work.put((future, function))
+                raise PoolClosed("The admission handler pool is closed")
+            self._work.put(call)
             if self._idle <= 0 and len(self._threads) < self.max_workers:
                 thread = threading.Thread(
                     target=self._run, name=f"{self.name}-{len(self._threads) + 1}", daemon=True
@@ -86,21 +149,28 @@ class HandlerPool:
                 self._idle += 1
                 thread.start()
             self._idle -= 1  # reserved for this item (may go negative while queued)
-        return future
+        return call
 
     def _run(self) -> None:
         while True:
-            item = self._work.get()
-            if item is None:
+            call = self._work.get()
+            if call is None:
                 return
-            future, function = item
-            if future.set_running_or_notify_cancel():
+            with self._lock:
+                call.running = not call.cancelled
+            if call.running:
                 try:
-                    future.set_result(function())
+                    call.value = call.function()
                 except BaseException as error:
-                    future.set_exception(error)
+                    call.error = error
             with self._lock:
                 self._idle += 1
+                abandoned = call.abandoned
+            call.done.release()
+            if abandoned:
+                call.value = None  # discarded: free it now
+                if call.error is not None:
+                    log.info("An abandoned admission handler later failed: %r", call.error)
 
     def close(self, timeout: float = 5.0) -> bool:
         """Refuse new work, let queued work finish, stop the workers; True if all joined
@@ -258,14 +328,11 @@ class AdmissionWebhook(AdmissionRoutes):
         """The handler's result, its AdmissionDenied, or a ready (status, document) error."""
         handler = route.handler
         try:
-            future = self.pool.submit(lambda: handler(request))
-        except RuntimeError:
+            return self.pool.run(lambda: handler(request), deadline - time.monotonic())
+        except PoolClosed:
             return 503, {"message": "Admission webhook is shutting down"}
-        try:
-            return future.result(timeout=max(0.0, deadline - time.monotonic()))
-        except FutureTimeout:
-            if not future.cancel():
-                future.add_done_callback(_late)
+        except HandlerTimeout as timeout:
+            if timeout.abandoned:
                 log.warning(
                     "Admission handler %s exceeded its %ss deadline; abandoned",
                     _name(route),
@@ -277,11 +344,6 @@ class AdmissionWebhook(AdmissionRoutes):
         except BaseException:  # even SystemExit from a handler is the handler's defect
             log.exception("Admission handler %s failed", _name(route))
             return 500, {"message": _FAILED}
-
-
-def _late(future: Future[Any]) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.info("An abandoned admission handler later failed: %r", future.exception())
 
 
 def _name(route: Route) -> str:

@@ -17,7 +17,12 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace
 
 from cloudcoil_sync.admission.request import AdmissionDenied, AdmissionRequest
 from cloudcoil_sync.admission.routes import AdmissionRoutes
-from cloudcoil_sync.admission.webhook import AdmissionWebhook
+from cloudcoil_sync.admission.webhook import (
+    AdmissionWebhook,
+    HandlerPool,
+    HandlerTimeout,
+    PoolClosed,
+)
 from cloudcoil_sync.client import Config
 
 from .reviews import call, config_map, review
@@ -483,6 +488,38 @@ def test_closed_webhook_refuses_work(handlers: Handlers) -> None:
     webhook = AdmissionWebhook(build_table(handlers))
     assert webhook.close()
     assert call(webhook, "/validate/cm", review())[0] == 503
+
+
+def test_pool_run_returns_raises_and_abandons(caplog: pytest.LogCaptureFixture) -> None:
+    pool = HandlerPool(max_workers=1)
+    assert pool.run(lambda: 42, timeout=5) == 42
+    with pytest.raises(KeyError):
+        pool.run(lambda: {}["missing"], timeout=5)
+    started, release = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        started.set()
+        release.wait(10)
+        raise ValueError("late failure")
+
+    with pytest.raises(HandlerTimeout) as abandoned:
+        pool.run(stuck, timeout=0.2)
+    assert abandoned.value.abandoned and started.is_set()
+    ran: list[int] = []
+    with pytest.raises(HandlerTimeout) as queued:  # the only worker is busy
+        pool.run(lambda: ran.append(1), timeout=0.1)
+    assert not queued.value.abandoned
+    with caplog.at_level(logging.INFO, logger="cloudcoil_sync.admission"):
+        release.set()
+        assert pool.run(lambda: "next", timeout=5) == "next"  # after the abandoned one
+    assert ran == []  # the timed-out queued call never ran
+    assert "An abandoned admission handler later failed: ValueError('late failure')" in (
+        caplog.text
+    )
+    assert pool.submit(lambda: 7).result(timeout=5) == 7
+    assert pool.close(timeout=5)
+    with pytest.raises(PoolClosed):
+        pool.run(lambda: 1, timeout=1)
 
 
 # -- request helpers -----------------------------------------------------------------------
