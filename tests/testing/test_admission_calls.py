@@ -816,7 +816,7 @@ def test_connections_are_kept_alive_and_renewed_when_the_server_closed_them(
 
     for name in ("a", "b", "c"):
         cms.create(new_configmap(name))
-    idle = [conn for conns in kube_emulator.webhooks._idle.values() for conn in conns]
+    idle = [conn for conns in kube_emulator.webhooks.transport._idle.values() for conn in conns]
     assert len(idle) == 1  # three calls, one connection
     assert idle[0].sock is not None
     readable, _, _ = select.select([idle[0].sock], [], [], 5)
@@ -855,5 +855,5 @@ def test_concurrent_writers_share_kept_alive_connections(
     labelled = [o for o in stored if o["metadata"]["name"].startswith("w")]
     assert len(labelled) == 60
     assert all(o["metadata"]["labels"] == {"mutated": "yes"} for o in labelled)
-    idle = sum(len(conns) for conns in kube_emulator.webhooks._idle.values())
+    idle = sum(len(conns) for conns in kube_emulator.webhooks.transport._idle.values())
     assert 1 <= idle <= 4
