@@ -94,8 +94,11 @@ def layer_overhead(n: int = 20000) -> None:
         resp.status_code, resp._content, resp.url = 200, body, url
         return resp
 
+    def fake_send(prepared: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        return fake(prepared.method or "", prepared.url or "")
+
     config = Config("https://127.0.0.1:1", token="t", qps=0)
-    setattr(config.transport.session, "request", fake)  # noqa: B010 (stub out HTTP)
+    setattr(config.transport.session, "send", fake_send)  # noqa: B010 (stub out HTTP)
     api = config.client(ConfigMap)
     cases: dict[str, Callable[[], Any]] = {
         "bare stub + json": lambda: fake("GET", "u").json(),

@@ -71,14 +71,40 @@ class _Adapter(requests.adapters.HTTPAdapter):
     ``tls-server-name``): SNI and hostname check use it instead of the URL's host.
 
     Requests made with the configured ``verify`` and no client certificate use one
-    prebuilt SSL context: stock requests stats the CA path on every request.
+    prebuilt SSL context (stock requests stats the CA path on every request) and, with no
+    proxy, the connection pool found for their host the first time (stock requests
+    re-derives proxy settings and the pool key on every request).
     """
 
     def __init__(self, tls_server_name: str | None, verify: bool | str, **kwargs: Any) -> None:
         self._tls_server_name = tls_server_name
         self._verify = verify
         self._context = _ca_context(verify)
+        self._pools: dict[tuple[str, str], Any] = {}
         super().__init__(**kwargs)
+
+    def get_connection_with_tls_context(
+        self, request: requests.PreparedRequest, verify: Any, proxies: Any = None, cert: Any = None
+    ) -> Any:
+        if proxies or not self._prebuilt(verify, cert):
+            return super().get_connection_with_tls_context(request, verify, proxies, cert)
+        url = urlsplit(request.url or "")
+        key = (url.scheme, url.netloc)
+        pool = self._pools.get(key)
+        if pool is None or pool.pool is None:  # first use, or closed (adapter closed)
+            pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
+            self._pools[key] = pool
+        return pool
+
+    def request_url(self, request: requests.PreparedRequest, proxies: Any) -> str:
+        if proxies:
+            return str(super().request_url(request, proxies))
+        path = request.path_url
+        return "/" + path.lstrip("/") if path.startswith("//") else path
+
+    def close(self) -> None:
+        self._pools.clear()
+        super().close()
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         if self._tls_server_name:
