@@ -210,7 +210,7 @@ class WebhookHost:
             expose_tracebacks=False,
             ident="cloudcoil",
         )
-        http = _HTTP(self.app, adjustments, self.threads)
+        http = _HTTP(self.app, adjustments, self.threads, self.host)
         front = TLSFront(
             self.certificates,
             http.serve,
@@ -221,7 +221,8 @@ class WebhookHost:
             idle_timeout=self.idle_timeout,
         )
         front.start()  # OSError when the port is taken: nothing was started
-        self.front = http.front = front
+        self.front = front
+        http.effective_port = front.address[1]
         log.info("Serving admission webhooks on https://%s:%d", *self.address)
 
     def stop(self, timeout: float = 10.0) -> bool:
@@ -234,7 +235,9 @@ class WebhookHost:
 class _HTTP:
     """What waitress's tasks read from their server, and the per-connection loop."""
 
-    def __init__(self, app: WSGIApplication, adj: Adjustments, threads: int | None) -> None:
+    def __init__(
+        self, app: WSGIApplication, adj: Adjustments, threads: int | None, host: str
+    ) -> None:
         self.adj = adj
         # As waitress.create_server does: Forwarded/X-Forwarded-* from untrusted peers
         # (every peer: no proxy is trusted) are removed before the app sees them.
@@ -244,16 +247,8 @@ class _HTTP:
         self.calls: AbstractContextManager[Any] = (
             contextlib.nullcontext() if threads is None else threading.BoundedSemaphore(threads)
         )
-        self.front: TLSFront | None = None
-
-    @property
-    def effective_port(self) -> int:
-        return 0 if self.front is None else self.front.address[1]
-
-    @property
-    def server_name(self) -> str:
-        host = "" if self.front is None else self.front.host
-        return "localhost" if host in ("", "0.0.0.0", "::") else host
+        self.effective_port = 0  # SERVER_PORT: the bound port, set once listening
+        self.server_name = "localhost" if host in ("", "0.0.0.0", "::") else host
 
     def serve(self, stream: TLSStream) -> None:
         _Channel(self, stream).run()

@@ -118,7 +118,7 @@ def environ_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
     keys = {
         k: v
         for k, v in environ.items()
-        if k.startswith(("HTTP_", "REMOTE_", "wsgi.url")) and isinstance(v, str)
+        if k.startswith(("HTTP_", "REMOTE_", "SERVER_", "wsgi.url")) and isinstance(v, str)
     }
     body = json.dumps(keys).encode()
     start_response("200 OK", [("Content-Length", str(len(body)))])
@@ -140,6 +140,7 @@ def test_environ_has_the_peer_and_no_forwarded_headers(
     assert status == 200
     assert environ["REMOTE_ADDR"] == "127.0.0.1" and environ["REMOTE_PORT"] == str(port)
     assert environ["wsgi.url_scheme"] == "https" and environ["HTTP_X_TRACE"] == "1"
+    assert (environ["SERVER_NAME"], environ["SERVER_PORT"]) == ("127.0.0.1", str(host.address[1]))
     assert "HTTP_X_FORWARDED_FOR" not in environ and "HTTP_FORWARDED" not in environ
 
 
