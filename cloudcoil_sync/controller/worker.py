@@ -82,10 +82,16 @@ class Outcome:
 
 @dataclass
 class Deadline:
-    """Set by the pool's watchdog when a pass outlives `reconcile_timeout`."""
+    """Set by the pool's watchdog when a pass outlives `reconcile_timeout`.
+
+    `released`: the watchdog gave the pass's key back to the queue (scheduled a retry), so
+    the abandoned pass, if it ever returns, must leave the key's queue state alone.
+    """
 
     started: float
     expired: threading.Event = field(default_factory=threading.Event)
+    key: Any = None
+    released: bool = False
 
 
 class PassTimedOut(TimeoutError):
@@ -137,9 +143,9 @@ class Reconciler(Generic[T]):
         try:
             outcome = self._run(key, snapshot, working, deadline)
         except TerminalError as error:
-            outcome = self._failed(key, snapshot, error, terminal=True)
+            outcome = self._failed(key, snapshot, error, terminal=True, deadline=deadline)
         except Exception as error:
-            outcome = self._failed(key, snapshot, error, terminal=False)
+            outcome = self._failed(key, snapshot, error, terminal=False, deadline=deadline)
         self._record(outcome, time.monotonic() - started)
         try:
             self._hooks.settled(key, outcome.error is None)
@@ -213,7 +219,13 @@ class Reconciler(Generic[T]):
         return True
 
     def _failed(
-        self, key: ResourceKey, snapshot: T | None, error: Exception, *, terminal: bool
+        self,
+        key: ResourceKey,
+        snapshot: T | None,
+        error: Exception,
+        *,
+        terminal: bool,
+        deadline: Deadline | None = None,
     ) -> Outcome:
         if isinstance(error, PassTimedOut):
             self._log.error("Reconcile of %s timed out; its result was discarded", key)
@@ -232,7 +244,9 @@ class Reconciler(Generic[T]):
             # Could not even record the failure: retry the whole pass.
             self._log.warning("Reporting the failure of %s failed: %s", key, report_error)
             terminal = False
-        if terminal:
+        if deadline is not None and deadline.released:
+            pass  # the watchdog already scheduled the retry when it abandoned this pass
+        elif terminal:
             self._queue.forget(key)
         else:
             self._queue.retry(key)
@@ -406,7 +420,7 @@ class WorkerPool:
                     key = self._queue.get()
                 except QueueClosed:
                     return
-                deadline = Deadline(time.monotonic())
+                deadline = Deadline(time.monotonic(), key=key)
                 with self._lock:
                     self._active[me] = deadline
                     self._lock.notify_all()
@@ -418,11 +432,14 @@ class WorkerPool:
                     logging.getLogger(f"cloudcoil_sync.controller.{self._name}").exception(
                         "Unexpected failure processing %s", key
                     )
-                    self._queue.retry(key)
+                    if not deadline.released:
+                        self._queue.retry(key)
                 finally:
                     with self._lock:
                         self._active.pop(me, None)
-                    self._queue.done(key)
+                        released = deadline.released
+                    if not released:  # else the watchdog gave the key back already
+                        self._queue.done(key)
                     if self._metrics is not None:
                         self._metrics.worker_finished()
         finally:
@@ -430,6 +447,21 @@ class WorkerPool:
                 self._threads.discard(me)
                 self._retired.discard(me)
                 self._lock.notify_all()
+
+    def _release(self, deadline: Deadline) -> None:
+        """Give a stuck pass's key back to the queue, to be retried with backoff.
+
+        The abandoned thread keeps running (it is never interrupted); its writes are
+        refused by the write fence, and its return no longer touches the key.
+        """
+        deadline.released = True
+        logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
+            "Reconcile of %s outlived reconcile_timeout (%g s); abandoned, retrying the key",
+            deadline.key,
+            self._timeout,
+        )
+        self._queue.done(deadline.key)
+        self._queue.retry(deadline.key)
 
     def _watch(self) -> None:
         """Mark passes that outlive the timeout and replace their threads."""
@@ -446,6 +478,7 @@ class WorkerPool:
                     if due <= now:
                         deadline.expired.set()
                         self._retired.add(thread)
+                        self._release(deadline)
                         # Keep the pool's capacity while the pass is stuck, within a bound:
                         # at most as many stuck threads as workers.
                         if len(self._threads) < 2 * self._workers:
