@@ -14,6 +14,7 @@ __all__ = ["RBACRule", "WebhookServer", "dns_label"]
 
 Scope = Literal["Namespaced", "Cluster"]
 
+
 @dataclass(frozen=True)
 class RBACRule:
     """Extra access for API calls made by handlers, which cannot be inferred.

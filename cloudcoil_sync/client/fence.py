@@ -41,6 +41,17 @@ class WriteFence:
     def closed(self) -> bool:
         return self._closed or (self.deadline is not None and time.monotonic() >= self.deadline)
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the fence closes (or `timeout`); True if closed. Long handlers can
+        poll `closed` or wait here to give up early once their pass was abandoned."""
+        with self._cond:
+            if self.deadline is None:
+                return self._cond.wait_for(lambda: self._closed, timeout)
+            left = self.deadline - time.monotonic()
+            limit = left if timeout is None else min(left, timeout)
+            self._cond.wait_for(lambda: self._closed, max(0.0, limit))
+            return self.closed
+
     def close(self, timeout: float | None = None) -> bool:
         """Refuse further writes; wait up to `timeout` for writes on the wire to finish.
 
@@ -48,6 +59,7 @@ class WriteFence:
         """
         with self._cond:
             self._closed = True
+            self._cond.notify_all()
             return self._cond.wait_for(lambda: self._in_flight == 0, timeout)
 
     @contextmanager

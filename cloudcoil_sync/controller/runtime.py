@@ -37,6 +37,7 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync.callables import function_name
 from cloudcoil_sync.client.fence import WriteFence, WriteFenced, fenced
+from cloudcoil_sync.client.fence import current as current_fence
 from cloudcoil_sync.controller.cache import CachedResources
 from cloudcoil_sync.controller.children import prune_children
 from cloudcoil_sync.controller.context import Request
@@ -366,8 +367,11 @@ class ControllerRuntime:
         with self._lock:
             self._passes[key] = request
         limit = self.controller.reconcile_timeout
-        # Past reconcile_timeout the pass is abandoned: API writes from it are refused.
-        guard = None if limit is None else WriteFence(time.monotonic() + limit, reason=_LATE)
+        # Past reconcile_timeout the pass is abandoned: API writes from it are refused. A fence
+        # the worker set around the whole pass (closed when it abandons it) takes precedence.
+        guard = current_fence()
+        if guard is None and limit is not None:
+            guard = WriteFence(time.monotonic() + limit, reason=_LATE)
         with request.running(), fenced(guard):
             try:
                 value = self._run(request)

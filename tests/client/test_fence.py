@@ -34,6 +34,8 @@ def test_a_closed_fence_refuses_writes_but_not_reads(
 def test_a_deadline_closes_the_fence_and_close_waits_for_writes_in_flight() -> None:
     assert WriteFence(time.monotonic() - 1).closed
     assert not WriteFence(time.monotonic() + 60).closed
+    assert WriteFence(time.monotonic() + 0.05).wait(10)  # the deadline closes it
+    assert not WriteFence().wait(0.01)
     guard = WriteFence()
     writing, finish = threading.Event(), threading.Event()
 
@@ -45,7 +47,12 @@ def test_a_deadline_closes_the_fence_and_close_waits_for_writes_in_flight() -> N
     writer = threading.Thread(target=write)
     writer.start()
     assert writing.wait(10)
+    waiter = threading.Thread(target=lambda: closed.append(guard.wait(10)))
+    closed: list[bool] = []
+    waiter.start()
     assert guard.close(timeout=0.05) is False  # still on the wire: not cut short
+    waiter.join(10)
+    assert closed == [True]  # waiters learn at once that the fence closed
     finish.set()
     assert guard.close(timeout=10) is True
     writer.join(10)
