@@ -86,3 +86,41 @@ def test_a_hung_pass_releases_its_key_at_reconcile_timeout(
         assert kube_emulator.wait_for(lambda: marked(kube_emulator, "hung"), timeout=10)
     finally:
         release.set()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="WorkerPool counts an abandoned pass only when its handler returns (see report and "
+    "/work/notes/worker-abandon-on-timeout.patch)",
+)
+def test_a_hung_pass_is_counted_as_an_error_at_the_timeout(
+    kube_emulator: Emulator, kube_config: Config, harness: Harness
+) -> None:
+    calls = Calls()
+    release = threading.Event()
+    controller: Controller[ConfigMap] = Controller(
+        ConfigMap, reconcile_timeout=LIMIT, shutdown_timeout=0.5
+    )
+
+    @controller.reconcile()
+    def hangs_once(cm: ConfigMap) -> ConfigMap:
+        if calls.hit(cm.name or "") == 1:
+            release.wait(30)  # never returns within the test
+        cm.data = {"managed": "yes"}
+        return cm
+
+    runtime = harness.run(controller, name="counted")
+    try:
+        kube_config.client(ConfigMap).raw.create({"metadata": {"name": "hung"}})
+        assert calls.reached("hung", 2, timeout=LIMIT + 5)  # abandoned, then retried
+        assert kube_emulator.wait_for(lambda: marked(kube_emulator, "hung"), timeout=10)
+        assert runtime.queue.join(10)
+        # The handler still hangs: the abandoned pass is already an error, a timeout, and no
+        # longer an active worker (dashboards must not wait for a return that never comes).
+        status = runtime.status
+        assert (status.errors, status.cancellations, status.processing) == (1, 1, 0)
+        text = harness.metrics.render().decode()
+        assert 'controller_runtime_reconcile_timeouts_total{controller="counted"} 1.0' in text
+        assert 'controller_runtime_active_workers{controller="counted"} 0.0' in text
+    finally:
+        release.set()
