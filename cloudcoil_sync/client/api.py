@@ -149,6 +149,32 @@ class ResourceClient(Generic[T]):
         resource_version: str | None = None,
     ) -> ListResult[T]:
         """List every page (follows ``continue``)."""
+        result: ListResult[T] = ListResult()
+        for page in self.pages(
+            namespace=namespace,
+            all_namespaces=all_namespaces,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            resource_version=resource_version,
+        ):
+            result.items.extend(page.items)
+            result.resource_version = page.resource_version
+        return result
+
+    def pages(
+        self,
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 500,
+        resource_version: str | None = None,
+    ) -> Iterator[ListResult[T]]:
+        """The list one page (of up to ``limit`` items) at a time, following ``continue``:
+        memory holds one page, not the whole list. Each page carries the list's
+        resourceVersion."""
         ns = None if all_namespaces else self._ns(namespace)
         path = self._path(ns)
         params: dict[str, Any] = {
@@ -158,18 +184,20 @@ class ResourceClient(Generic[T]):
             "resourceVersion": resource_version,
         }
         mapping = self.mapping
-        result: ListResult[T] = ListResult()
         while True:
             body = self._send("GET", path, params=params)
+            page: ListResult[T] = ListResult()
             for item in body.get("items") or []:
                 item.setdefault("apiVersion", mapping.api_version)
                 item.setdefault("kind", mapping.kind)
-                result.items.append(self._decode(item))
+                page.items.append(self._decode(item))
             meta = _meta(body)
-            result.resource_version = str(meta.get("resourceVersion") or "")
+            page.resource_version = str(meta.get("resourceVersion") or "")
+            del body
+            yield page
             token = meta.get("continue")
             if not token:
-                return result
+                return
             params = {**params, "continue": token, "resourceVersion": None}
 
     def watch(

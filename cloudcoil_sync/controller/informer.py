@@ -60,15 +60,19 @@ class WatchStream(Protocol):
 class ListWatch(Protocol):
     """What an informer needs from the API client for one kind and scope (raw JSON)."""
 
-    def list(self, *, limit: int) -> tuple[list[JSON], str]:
-        """Every object (following `continue` pages of `limit`) and the list's
-        resourceVersion."""
+    def pages(self, *, limit: int) -> Iterator[tuple[list[JSON], str]]:
+        """Every object, a page (of up to `limit`, following `continue`) at a time, with
+        the list's resourceVersion."""
         ...
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> WatchStream:
         """A watch from `resource_version` with bookmarks, ended by the server after
         `timeout_seconds`."""
         ...
+
+
+class _Stopped(Exception):
+    """The informer was stopped while listing: the partial list is dropped."""
 
 
 class InformerFailed(RuntimeError):
@@ -302,16 +306,26 @@ class Informer:
         self._stop.wait(delay)
 
     def _relist(self) -> None:
-        items, version = self._source.list(limit=self._page_size)
-        if self._stop.is_set():
+        listed: list[str] = []
+
+        def objects() -> Iterator[JSON]:
+            # One page of parsed objects at a time: the store encodes each as it goes.
+            for page, version in self._source.pages(limit=self._page_size):
+                if self._stop.is_set():
+                    raise _Stopped
+                listed.append(version)
+                yield from (self._prepare(item) for item in page)
+
+        try:
+            old, fresh = self.store.replace(objects())
+        except _Stopped:
             return
-        items = [self._prepare(item) for item in items]
-        old = self.store.replace(items)
-        self._resource_version = version
+        self._resource_version = listed[-1] if listed else ""
         self.list_count += 1
-        # Handlers get the listed dicts themselves: the store keeps its own encoded copy.
-        for new in items:
-            data = old.pop(object_key(new), None)
+        # Handlers get decoded copies: the store keeps its own encoded bytes.
+        for key, encoded in fresh.items():
+            new = decode(encoded)
+            data = old.pop(key, None)
             if data is None:
                 self._notify_add(new)
                 continue
@@ -468,15 +482,15 @@ class ClientListWatch:
         self._label_selector = label_selector
         self._field_selector = field_selector
 
-    def list(self, *, limit: int) -> tuple[list[JSON], str]:
-        result = self._client.list(
+    def pages(self, *, limit: int) -> Iterator[tuple[list[JSON], str]]:
+        for page in self._client.pages(
             namespace=self._namespace,
             all_namespaces=self._all,
             label_selector=self._label_selector,
             field_selector=self._field_selector,
             limit=limit,
-        )
-        return result.items, result.resource_version
+        ):
+            yield page.items, page.resource_version
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> WatchStream:
         watch = self._client.watch(

@@ -101,8 +101,13 @@ class Store:
             self._unindex(key)
             return old
 
-    def replace(self, objects: Iterable[JSON]) -> dict[ObjectKey, bytes]:
-        """Swap in a complete new set of objects; return the previous contents."""
+    def replace(
+        self, objects: Iterable[JSON]
+    ) -> tuple[dict[ObjectKey, bytes], dict[ObjectKey, bytes]]:
+        """Swap in a complete new set of objects; return (previous, new) contents.
+
+        `objects` is consumed before anything changes: if it raises, the store is untouched.
+        """
         fresh: dict[ObjectKey, bytes] = {}
         filed: dict[ObjectKey, builtins.list[tuple[str, str]]] = {}
         for obj in objects:
@@ -116,7 +121,7 @@ class Store:
             self._filed = {}
             for key, values in filed.items():
                 self._index(key, values)
-            return old
+            return old, fresh
 
     def _file_values(self, obj: JSON) -> builtins.list[tuple[str, str]]:
         return [(name, value) for name, func in self._indexers.items() for value in func(obj)]

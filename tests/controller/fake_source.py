@@ -155,13 +155,17 @@ class FakeSource:
 
     # -- ListWatch ---------------------------------------------------------------------------
 
-    def list(self, *, limit: int) -> tuple[list[JSON], str]:
+    def pages(self, *, limit: int) -> Iterator[tuple[list[JSON], str]]:
         with self.lock:
             self.list_calls.append(limit)
             if self.list_errors:
                 raise self.list_errors.pop(0)
-            items = [self.objects[key] for key in sorted(self.objects)]
-            return _copy(items), str(self.rv)
+            items = _copy([self.objects[key] for key in sorted(self.objects)])
+            version = str(self.rv)
+        if not items:
+            yield [], version
+        for start in range(0, len(items), limit or len(items)):
+            yield items[start : start + limit], version
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> FakeStream:
         with self.lock:

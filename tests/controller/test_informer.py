@@ -373,3 +373,43 @@ def test_stop_from_the_informer_thread_does_not_deadlock(source: FakeSource) -> 
     assert informer.wait_finished(timeout=5)
     assert results == [False]
     assert informer.error is None
+
+
+class FailsOnSecondPage(FakeSource):
+    """Lists fail once, after the first page was delivered (a broken `continue`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def pages(self, *, limit: int) -> Iterator[tuple[list[dict[str, Any]], str]]:
+        for number, page in enumerate(super().pages(limit=limit)):
+            if number == 1 and not self.failed:
+                self.failed = True
+                raise http_error(500, "InternalError")
+            yield page
+
+
+def test_a_list_failing_mid_pages_changes_nothing_then_retries(
+    informers: list[Informer],
+) -> None:
+    source = FailsOnSecondPage()
+    source.put("a", v="1")
+    informer = make(source, informers, page_size=1)
+    recorder = Recorder(informer)
+    informer.start()
+    assert informer.wait_synced(timeout=5)
+    assert recorder.take(1) == [("add", "a", {"v": "1"})]
+    assert source.wait_watching(1)
+    for name in ("b", "c"):
+        source.silent = True
+        source.put(name)
+    source.silent = False
+    source.forget_history()
+    source.drop_watches()
+    # The relist breaks after page one ("a"): nothing of it reaches the store or handlers;
+    # the retry lists everything and reports what the gap hid.
+    events = recorder.take(3)
+    assert source.failed and len(source.list_calls) == 3
+    assert sorted(e[:2] for e in events) == [("add", "b"), ("add", "c"), ("update", "a")]
+    assert sorted(o["metadata"]["name"] for o in informer.store.list()) == ["a", "b", "c"]
