@@ -10,10 +10,12 @@ changed (guarded JSON patch, status through `/status`), then settles the key:
   `retry` with per-key backoff; the next pass reads the informer's newer snapshot.
 
 Handlers run on the worker threads and may block. A pass exceeding `reconcile_timeout`
-cannot be interrupted (threads cannot be cancelled): it is marked timed out, a
-replacement thread keeps the pool at its size, and when the handler finally returns
-nothing it produced is written; the key is retried. The key stays reserved meanwhile,
-so no two passes of one key ever overlap.
+cannot be interrupted (threads cannot be cancelled): it is abandoned. Its write fence is
+closed (a write already on the wire finishes first; later API writes from its thread are
+refused with `WriteFenced`), it counts as an error, its key is released and retried with
+backoff, and a replacement thread keeps the pool at its size. When the handler finally
+returns, nothing it produced is written and nothing more is recorded. A retry may thus run
+while the abandoned handler is still blocked, but only one of them can write to the API.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync.client.api import ResourceClient
 from cloudcoil_sync.client.errors import APIError, Conflict, TransportError
+from cloudcoil_sync.client.fence import WriteFence, fenced
 from cloudcoil_sync.controller.metrics import ControllerMetrics
 from cloudcoil_sync.controller.persist import persist, status_only
 from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
@@ -46,6 +49,9 @@ STALE_SNAPSHOT_DELAY = 1.0
 # Passes are deferred for a stale snapshot only this long after the write.
 STALE_SNAPSHOT_PATIENCE = 5.0
 MAX_REMEMBERED_WRITES = 10_000
+# How long an abandoned pass's write already on the wire may take before its key is released.
+WRITE_GRACE = 30.0
+_ABANDONED = "the reconcile pass outlived reconcile_timeout and was abandoned"
 
 
 class PassHooks(Protocol):
@@ -84,14 +90,16 @@ class Outcome:
 class Deadline:
     """Set by the pool's watchdog when a pass outlives `reconcile_timeout`.
 
-    `released`: the watchdog gave the pass's key back to the queue (scheduled a retry), so
-    the abandoned pass, if it ever returns, must leave the key's queue state alone.
+    `abandoned` and `finished` change under the pool's lock: exactly one of the watchdog
+    (abandoning) and the worker (finishing) settles the key and calls `queue.done`.
     """
 
     started: float
-    expired: threading.Event = field(default_factory=threading.Event)
     key: Any = None
-    released: bool = False
+    expired: threading.Event = field(default_factory=threading.Event)
+    fence: WriteFence = field(default_factory=lambda: WriteFence(reason=_ABANDONED))
+    abandoned: bool = False
+    finished: bool = False
 
 
 class PassTimedOut(TimeoutError):
@@ -142,16 +150,24 @@ class Reconciler(Generic[T]):
         working = self.resource.model_validate_json(data) if data is not None else None
         try:
             outcome = self._run(key, snapshot, working, deadline)
-        except TerminalError as error:
-            outcome = self._failed(key, snapshot, error, terminal=True, deadline=deadline)
         except Exception as error:
-            outcome = self._failed(key, snapshot, error, terminal=False, deadline=deadline)
+            if deadline is not None and deadline.abandoned:
+                return Outcome("cancelled", error=error)  # the pool settled the key
+            outcome = self._failed(key, snapshot, error, terminal=isinstance(error, TerminalError))
+        if deadline is not None and deadline.abandoned:
+            return outcome  # its write (if any) began before the timeout; the pool settled
         self._record(outcome, time.monotonic() - started)
         try:
             self._hooks.settled(key, outcome.error is None)
         except Exception:
             self._log.exception("Settling the pass for %s failed", key)
         return outcome
+
+    def abandon(self, key: ResourceKey, seconds: float) -> None:
+        """Settle a pass the pool gave up on: an error, retried with backoff."""
+        self._log.error("Reconcile of %s timed out after %.1fs; abandoned, retrying", key, seconds)
+        self._queue.retry(key)
+        self._record(Outcome("error", error=PassTimedOut()), seconds)
 
     def stats(self) -> tuple[dict[str, int], float, int]:
         """(pass counts by outcome, total pass seconds, writes): a consistent copy.
@@ -225,7 +241,6 @@ class Reconciler(Generic[T]):
         error: Exception,
         *,
         terminal: bool,
-        deadline: Deadline | None = None,
     ) -> Outcome:
         if isinstance(error, PassTimedOut):
             self._log.error("Reconcile of %s timed out; its result was discarded", key)
@@ -244,9 +259,7 @@ class Reconciler(Generic[T]):
             # Could not even record the failure: retry the whole pass.
             self._log.warning("Reporting the failure of %s failed: %s", key, report_error)
             terminal = False
-        if deadline is not None and deadline.released:
-            pass  # the watchdog already scheduled the retry when it abandoned this pass
-        elif terminal:
+        if terminal:
             self._queue.forget(key)
         else:
             self._queue.retry(key)
@@ -335,6 +348,7 @@ class WorkerPool:
         self._threads: set[threading.Thread] = set()
         self._active: dict[threading.Thread, Deadline] = {}
         self._retired: set[threading.Thread] = set()
+        self._releasing: set[threading.Thread] = set()
         self._stopping = False
         self._started = False
         self._serial = 0
@@ -389,6 +403,10 @@ class WorkerPool:
         if self._watchdog is not None:
             self._watchdog.join(1.0)
         with self._lock:
+            releasing = list(self._releasing)
+        for releaser in releasing:
+            releaser.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
+        with self._lock:
             alive = [t for t in self._threads if t.is_alive() and t is not me]
         if alive:
             logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
@@ -427,21 +445,24 @@ class WorkerPool:
                 if self._metrics is not None:
                     self._metrics.worker_started()
                 try:
-                    self._reconciler.process(key, deadline)
+                    with fenced(deadline.fence):
+                        self._reconciler.process(key, deadline)
                 except BaseException:
                     logging.getLogger(f"cloudcoil_sync.controller.{self._name}").exception(
                         "Unexpected failure processing %s", key
                     )
-                    if not deadline.released:
+                    if not deadline.abandoned:
                         self._queue.retry(key)
                 finally:
                     with self._lock:
-                        self._active.pop(me, None)
-                        released = deadline.released
-                    if not released:  # else the watchdog gave the key back already
+                        deadline.finished = True
+                        abandoned = deadline.abandoned
+                        if not abandoned:
+                            self._active.pop(me, None)
+                    if not abandoned:  # else the watchdog's release settles the key
                         self._queue.done(key)
-                    if self._metrics is not None:
-                        self._metrics.worker_finished()
+                        if self._metrics is not None:
+                            self._metrics.worker_finished()
         finally:
             with self._lock:
                 self._threads.discard(me)
@@ -449,19 +470,28 @@ class WorkerPool:
                 self._lock.notify_all()
 
     def _release(self, deadline: Deadline) -> None:
-        """Give a stuck pass's key back to the queue, to be retried with backoff.
+        """Release an abandoned pass's key once no write of it is on the wire."""
+        try:
+            if not deadline.fence.close(WRITE_GRACE):
+                logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
+                    "A write of the abandoned pass of %s is still in flight", deadline.key
+                )
+            self._reconciler.abandon(deadline.key, time.monotonic() - deadline.started)
+            self._queue.done(deadline.key)
+            if self._metrics is not None:
+                self._metrics.worker_finished()
+        finally:
+            with self._lock:
+                self._releasing.discard(threading.current_thread())
+                self._lock.notify_all()
 
-        The abandoned thread keeps running (it is never interrupted); its writes are
-        refused by the write fence, and its return no longer touches the key.
-        """
-        deadline.released = True
-        logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
-            "Reconcile of %s outlived reconcile_timeout (%g s); abandoned, retrying the key",
-            deadline.key,
-            self._timeout,
+    def _start_release(self, deadline: Deadline) -> None:
+        # Its own thread: closing the fence may wait for a write on the wire (WRITE_GRACE).
+        releaser = threading.Thread(
+            target=self._release, args=(deadline,), name=f"{self._name}-release", daemon=True
         )
-        self._queue.done(deadline.key)
-        self._queue.retry(deadline.key)
+        self._releasing.add(releaser)
+        releaser.start()
 
     def _watch(self) -> None:
         """Mark passes that outlive the timeout and replace their threads."""
@@ -478,7 +508,10 @@ class WorkerPool:
                     if due <= now:
                         deadline.expired.set()
                         self._retired.add(thread)
-                        self._release(deadline)
+                        if not deadline.finished:
+                            deadline.abandoned = True
+                            del self._active[thread]
+                            self._start_release(deadline)
                         # Keep the pool's capacity while the pass is stuck, within a bound:
                         # at most as many stuck threads as workers.
                         if len(self._threads) < 2 * self._workers:

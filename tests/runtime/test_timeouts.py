@@ -88,11 +88,6 @@ def test_a_hung_pass_releases_its_key_at_reconcile_timeout(
         release.set()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="WorkerPool counts an abandoned pass only when its handler returns (see report and "
-    "/work/notes/worker-abandon-on-timeout.patch)",
-)
 def test_a_hung_pass_is_counted_as_an_error_at_the_timeout(
     kube_emulator: Emulator, kube_config: Config, harness: Harness
 ) -> None:
