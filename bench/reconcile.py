@@ -5,7 +5,10 @@ then runs in its own child process (same worker count) and patches every object 
 ``data["managed-by"] = "cloudcoil"``:
 
 - cloudcoil: ``Application.run`` with one Controller whose ``def`` reconcile returns the
-  patched ConfigMap (one guarded patch per object), logging as the ``run`` command sets it up.
+  patched ConfigMap (one guarded patch per object), logging as the ``run`` command sets it up,
+  default settings: its ``Reconciled`` Events are deduplicated and rate-limited (burst 20,
+  then 5/s), so a few dozen POSTs per run; each object is reconciled twice (the second pass,
+  on the watch echo of its own write, finds nothing to change).
 - kopf: ``kopf.run(standalone=True, namespaces=[ns])`` with one sync handler on
   create/resume/update (label selector) that sets ``patch["data"]``; Events posting off,
   progress in annotations (no ``status`` writes), ``max_workers`` = workers, logging as
@@ -104,7 +107,7 @@ def child_kopf(namespace: str, workers: int) -> None:
 
     @kopf.on.startup()
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.posting.enabled = False  # no k8s Events (cloudcoil posts none on success)
+        settings.posting.enabled = False  # kopf would post an Event per handler run, unlimited
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage()
         settings.execution.executor = concurrent.futures.ThreadPoolExecutor(workers)
         settings.execution.max_workers = workers
