@@ -1,5 +1,5 @@
-"""Scenario 4: handlers that raise for some keys, hang, or are stuck when the operator
-stops — per-key backoff, other keys unaffected, every wait bounded."""
+"""Scenario 4: handlers that raise for some keys, hang past reconcile_timeout, or are stuck
+when the operator stops — per-key backoff, other keys unaffected, every wait bounded."""
 
 from __future__ import annotations
 
@@ -99,15 +99,15 @@ def test_failing_and_hung_handlers_back_off_per_key_and_stop_is_bounded(
         # After the success at most the no-op pass its own write's event may cause.
         assert len(faulty.attempts[name]) <= 4, name
     assert all(len(faulty.attempts[name]) <= 2 for name in good)  # untouched by the faults
-    # The hung pass outlives reconcile_timeout: marked timed out, its worker replaced; the
-    # key stays reserved (no overlapping pass) until the handler returns, then is retried.
+    # The hung pass outlives reconcile_timeout: abandoned (its writes fenced), its worker
+    # replaced, its key released and retried after backoff while the handler still hangs.
     runtime: Any = configs.runtime
     assert wait_until(lambda: runtime.workers.timed_out == 1, timeout=RECONCILE_TIMEOUT + 5)
-    assert len(faulty.attempts["hung"]) == 1
-    faulty.unhang.set()
     assert converge(kube, everything, timeout=10) == []
+    assert not faulty.unhang.is_set()  # converged without the hung handler returning
+    faulty.unhang.set()
     hung = faulty.attempts["hung"]
-    assert len(hung) in (2, 3) and hung[1] - hung[0] >= RECONCILE_TIMEOUT
+    assert len(hung) in (2, 3) and hung[1] - hung[0] >= RECONCILE_TIMEOUT + 0.85  # + 1 s backoff
     assert runtime.status.errors >= 2 * len(bad) + 1
     assert app.healthy
 
