@@ -21,7 +21,10 @@ the child's own CPU seconds until converged and then idle (kopf's second write p
 included), peak RSS (VmHWM), API requests on the namespace, and event-to-reconcile latency
 (p50/p99 over `--samples` single-object updates after convergence).
 
-    python bench/reconcile.py [--counts 1000,5000] [--large] [--workers 4] [--samples 200]
+    python bench/reconcile.py [--counts 1000,5000] [--large] [--workers 1,4,16] [--samples 200]
+
+With several worker counts, every N runs with each (ratios compare the same N and workers);
+``--large`` runs N=20000 with the first worker count only.
 """
 
 from __future__ import annotations
@@ -64,7 +67,12 @@ MIN_IDLE, MAX_IDLE = 3.0, 30.0  # at least MAX_IDLE, or N/100 s (kopf's second p
 
 def _started(stop: threading.Event) -> None:
     """Tell the driver the imports are done; stop when stdin closes."""
-    print(json.dumps({"started": time.time(), "cpu": time.process_time()}), flush=True)
+    rss = 0
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) * 1024
+    mark = {"started": time.time(), "cpu": time.process_time(), "rss": rss}
+    print(json.dumps(mark), flush=True)
 
     def wait_eof() -> None:
         sys.stdin.read()
@@ -209,6 +217,7 @@ class Child:
             raise RuntimeError(f"{name} child failed to start:\n{self.stderr()}")
         mark = json.loads(line)
         self.started, self.import_cpu = float(mark["started"]), float(mark["cpu"])
+        self.import_rss = int(mark.get("rss") or 0)
 
     @property
     def pid(self) -> int:
@@ -337,7 +346,7 @@ def note(message: str) -> None:
 def run_one(
     emu: EmulatorProcess, name: str, count: int, workers: int, samples: int
 ) -> dict[str, Any]:
-    namespace = f"{name}-{count}"
+    namespace = f"{name}-{count}-w{workers}"
     emu.seed(namespace, count)
     emu_cpu0 = emu.cpu()
     note(f"{name}: {count} objects seeded; starting")
@@ -387,6 +396,8 @@ def run_one(
         "cpu_total_s": round(work_cpu, 3),
         "cpu_ms_per_object": round(work_cpu / count * 1e3, 3),
         "peak_rss_mb": round(rss / 2**20, 1),
+        "import_rss_mb": round(child.import_rss / 2**20, 1),
+        "rss_over_import_mb": round((rss - child.import_rss) / 2**20, 1),
         "peak_rss_after_latency_mb": round(rss_end / 2**20, 1),
         "requests": requests_made,
         "writes_per_object": round(writes / count, 2),
@@ -406,27 +417,37 @@ def run_one(
 
 def ratios(results: list[dict[str, Any]]) -> None:
     """Add cloudcoil/floor and cloudcoil/kopf ratios of time, CPU and RSS to each count."""
-    by = {(r["count"], r["contender"]): r for r in results}
+    by = {(r["count"], r["workers"], r["contender"]): r for r in results}
     for r in results:
         for other in ("floor", "kopf"):
-            base = by.get((r["count"], other))
+            base = by.get((r["count"], r["workers"], other))
             if base is None or base is r:
                 continue
-            for field in ("converge_s", "cpu_total_s", "peak_rss_mb", "latency_p50_ms"):
+            fields = ("converge_s", "cpu_total_s", "peak_rss_mb", "rss_over_import_mb")
+            for field in (*fields, "latency_p50_ms", "latency_p99_ms"):
                 if r.get(field) and base.get(field):
                     r[f"{field}_vs_{other}"] = round(r[field] / base[field], 2)
 
 
-def bench(counts: list[int], workers: int, samples: int, contenders: list[str]) -> dict[str, Any]:
+def bench(
+    counts: list[int],
+    workers: list[int],
+    samples: int,
+    contenders: list[str],
+    large: list[int] | None = None,
+) -> dict[str, Any]:
+    """Every N in `counts` with every worker count; every N in `large` with `workers[0]`."""
     results: list[dict[str, Any]] = []
     load = [machine()["loadavg"]]
-    for count in counts:
+    plan = [(count, workers) for count in counts] + [(n, workers[:1]) for n in large or []]
+    for count, pool_sizes in plan:
         with EmulatorProcess() as emu:  # one emulator per N, shared by the contenders
-            for name in contenders:
-                result = run_one(emu, name, count, workers, samples)
-                result["loadavg_1m"] = round(os.getloadavg()[0], 2)
-                print(json.dumps(result), flush=True)
-                results.append(result)
+            for size in pool_sizes:
+                for name in contenders:
+                    result = run_one(emu, name, count, size, samples)
+                    result["loadavg_1m"] = round(os.getloadavg()[0], 2)
+                    print(json.dumps(result), flush=True)
+                    results.append(result)
     ratios(results)
     load.append(machine()["loadavg"])
     return {
@@ -438,10 +459,15 @@ def bench(counts: list[int], workers: int, samples: int, contenders: list[str]) 
 
 
 def growth(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per contender, largest N vs smallest N: per-object time, CPU and RSS ratios."""
+    """Per contender, largest N vs smallest N (first worker count of the largest N):
+    per-object time, CPU and RSS ratios."""
     out: dict[str, dict[str, float]] = {}
+    workers = max(results, key=lambda r: r["count"])["workers"] if results else 0
     for name in CONTENDERS:
-        rows = sorted((r for r in results if r["contender"] == name), key=lambda r: r["count"])
+        rows = sorted(
+            (r for r in results if r["contender"] == name and r["workers"] == workers),
+            key=lambda r: r["count"],
+        )
         if len(rows) < 2:
             continue
         small, large = rows[0], rows[-1]
@@ -458,19 +484,23 @@ def growth(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| N | contender | converge s | obj/s | CPU s | CPU ms/obj | peak RSS MB | writes/obj"
-        " | p50 ms | p99 ms | time vs floor | CPU vs floor | CPU vs kopf | RSS vs kopf | load |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| N | workers | contender | converge s | obj/s | CPU s | CPU ms/obj | peak RSS MB"
+        " | RSS over imports MB | writes/obj | p50 ms | p99 ms | obj/s vs floor | CPU vs floor"
+        " | CPU vs kopf | RSS vs kopf | RSS over imports vs kopf | load |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in results:
+    for r in sorted(results, key=lambda r: (r["count"], r["workers"])):
+        vs_floor = r.get("converge_s_vs_floor")
         lines.append(
-            f"| {r['count']} | {r['contender']} | {r['converge_s']} | {r['objects_per_s']} "
+            f"| {r['count']} | {r['workers']} | {r['contender']} | {r['converge_s']} "
+            f"| {r['objects_per_s']} "
             f"| {r['cpu_total_s']}{'' if r.get('idle_reached', True) else ' (not idle)'} "
-            f"| {r['cpu_ms_per_object']} | {r['peak_rss_mb']} "
+            f"| {r['cpu_ms_per_object']} | {r['peak_rss_mb']} | {r.get('rss_over_import_mb', '')} "
             f"| {r['writes_per_object']} | {r.get('latency_p50_ms', '')} "
-            f"| {r.get('latency_p99_ms', '')} | {r.get('converge_s_vs_floor', '')} "
+            f"| {r.get('latency_p99_ms', '')} | {round(1 / vs_floor, 2) if vs_floor else ''} "
             f"| {r.get('cpu_total_s_vs_floor', '')} | {r.get('cpu_total_s_vs_kopf', '')} "
-            f"| {r.get('peak_rss_mb_vs_kopf', '')} | {r.get('loadavg_1m', '')} |"
+            f"| {r.get('peak_rss_mb_vs_kopf', '')} | {r.get('rss_over_import_mb_vs_kopf', '')} "
+            f"| {r.get('loadavg_1m', '')} |"
         )
     return "\n".join(lines)
 
@@ -479,7 +509,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="1000,5000")
     parser.add_argument("--large", action="store_true", help="also N=20000")
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--workers", default="4", help="comma-separated worker counts")
     parser.add_argument("--samples", type=int, default=200, help="latency samples (0: none)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--json", help="write the results here")
@@ -490,9 +520,9 @@ def main() -> None:
         CHILDREN[name](namespace, int(workers))
         return
     counts = [int(c) for c in args.counts.split(",") if c]
-    if args.large and 20000 not in counts:
-        counts.append(20000)
-    report = bench(counts, args.workers, args.samples, args.contenders.split(","))
+    large = [20000] if args.large and 20000 not in counts else []
+    workers = [int(w) for w in args.workers.split(",") if w]
+    report = bench(counts, workers, args.samples, args.contenders.split(","), large)
     print(table(report["results"]))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
