@@ -1,6 +1,6 @@
 """Checks on user callables: every handler in cloudcoil_sync is a plain `def`.
 
-Handlers run on worker threads (controllers) or waitress threads (admission), so a
+Handlers run on worker threads (controllers) or the webhook's handler pool (admission), so a
 coroutine function would return an un-awaited coroutine; it is refused at registration.
 """
 
