@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from waitress.proxy_headers import proxy_headers_middleware
 from waitress.task import ErrorTask, Task, WSGITask
 from waitress.utilities import InternalServerError
 
+from cloudcoil_sync.admission.deadlines import Timer, Watchdog
 from cloudcoil_sync.admission.tls import CertificateStore, TLSFront, TLSStream
 
 if TYPE_CHECKING:
@@ -30,12 +32,19 @@ if TYPE_CHECKING:
 
     from prometheus_client.registry import CollectorRegistry
 
-__all__ = ["OperatorEndpoints", "WebhookHost"]
+__all__ = ["LATE_ANSWER", "OperatorEndpoints", "WebhookHost"]
 
 log = logging.getLogger("cloudcoil_sync.admission.server")
 
 Check = Callable[[], bool]
 _TEXT = "text/plain; charset=utf-8"
+# The environ key of a callable `(deadline, status, headers, body, on_fire) -> Timer` that
+# sends that answer at `deadline` (time.monotonic) unless the Timer is cancelled first; once
+# sent, whatever the app answers later is discarded and the connection closes. It lets an app
+# run slow code on the connection's own thread and still answer on time.
+LATE_ANSWER = "cloudcoil.late_answer"
+# How long a late answer may wait for the client to take it (it is small: the socket buffer).
+_LATE_SEND_TIMEOUT = 1.0
 # What generate_latest writes (the classic text format), as the controller metrics serve it.
 _METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -168,6 +177,7 @@ class WebhookHost:
         self.reload_interval = reload_interval
         self.max_request_body_size = max_request_body_size
         self.front: TLSFront | None = None
+        self.watchdog = Watchdog()
         self.certificates: CertificateStore | None = None
         self._started = False
 
@@ -210,7 +220,7 @@ class WebhookHost:
             expose_tracebacks=False,
             ident="cloudcoil",
         )
-        http = _HTTP(self.app, adjustments, self.threads, self.host)
+        http = _HTTP(self.app, adjustments, self.threads, self.host, self.watchdog)
         front = TLSFront(
             self.certificates,
             http.serve,
@@ -222,6 +232,7 @@ class WebhookHost:
         )
         front.start()  # OSError when the port is taken: nothing was started
         self.front = front
+        self.watchdog.start()
         http.effective_port = front.address[1]
         log.info("Serving admission webhooks on https://%s:%d", *self.address)
 
@@ -229,16 +240,24 @@ class WebhookHost:
         """Stop accepting, let in-flight requests finish within `timeout`; True if joined."""
         if self.front is None:
             return True
-        return self.front.stop(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        joined = self.front.stop(timeout=timeout)
+        return self.watchdog.stop(max(0.1, deadline - time.monotonic())) and joined
 
 
 class _HTTP:
     """What waitress's tasks read from their server, and the per-connection loop."""
 
     def __init__(
-        self, app: WSGIApplication, adj: Adjustments, threads: int | None, host: str
+        self,
+        app: WSGIApplication,
+        adj: Adjustments,
+        threads: int | None,
+        host: str,
+        watchdog: Watchdog,
     ) -> None:
         self.adj = adj
+        self.watchdog = watchdog
         # As waitress.create_server does: Forwarded/X-Forwarded-* from untrusted peers
         # (every peer: no proxy is trusted) are removed before the app sees them.
         self.application = proxy_headers_middleware(
@@ -252,6 +271,17 @@ class _HTTP:
 
     def serve(self, stream: TLSStream) -> None:
         _Channel(self, stream).run()
+
+
+class _Task(WSGITask):
+    """waitress's WSGI task, with the channel's late-answer hook in the environ."""
+
+    def get_environment(self) -> dict[str, Any]:
+        environ: dict[str, Any] | None = self.environ
+        if environ is None:
+            environ = super().get_environment()
+            environ[LATE_ANSWER] = self.channel.answer_late
+        return environ
 
 
 class _ClientGone(Exception):
@@ -274,11 +304,43 @@ class _Channel:
         self.addr = stream.peer
         self._out: list[bytes] = []
         self._pending = 0
+        self._version = "1.1"
+        # Set (by the watchdog) once a late answer went out: the app's own answer is then
+        # dropped and the connection closes after it.
+        self._answered_late = False
 
     def check_client_disconnected(self) -> bool:
         return False  # requests are read only between answers (no lookahead)
 
+    def answer_late(
+        self,
+        deadline: float,
+        status: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        on_fire: Callable[[], None],
+    ) -> Timer:
+        """Send this answer at `deadline` unless the timer is cancelled first (LATE_ANSWER)."""
+
+        def fire() -> None:
+            # The connection's thread is still in the app: it touches the stream again only
+            # after cancelling, which waits for this to return.
+            self._answered_late = True
+            on_fire()
+            lines = [f"HTTP/{self._version} {status}"]
+            lines += [f"{name}: {value}" for name, value in headers]
+            lines.append("Connection: close")
+            head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            try:
+                self.stream.send(head + body, timeout=_LATE_SEND_TIMEOUT)
+            except OSError as error:
+                log.debug("A late webhook answer was not sent: %s", error)
+
+        return self.server.watchdog.schedule(deadline, fire)
+
     def write_soon(self, data: bytes) -> int:
+        if self._answered_late:
+            return len(data)  # superseded by the late answer: never written
         if data:
             self._out.append(data)
             self._pending += len(data)
@@ -287,7 +349,9 @@ class _Channel:
         return len(data)
 
     def flush(self) -> None:
-        if not self._out:
+        if not self._out or self._answered_late:
+            self._out.clear()
+            self._pending = 0
             return
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
@@ -323,7 +387,8 @@ class _Channel:
 
     def _service(self, request: HTTPRequestParser) -> bool:
         """Answer one request; whether the connection stays open for the next."""
-        task: Task = ErrorTask(self, request) if request.error else WSGITask(self, request)
+        self._version = request.version if request.version in ("1.0", "1.1") else "1.1"
+        task: Task = ErrorTask(self, request) if request.error else _Task(self, request)
         try:
             with self.server.calls:
                 self._execute(task)
@@ -345,7 +410,7 @@ class _Channel:
         finally:
             request.close()
         self.flush()
-        return not task.close_on_finish
+        return not (task.close_on_finish or self._answered_late)
 
     @staticmethod
     def _execute(task: Task) -> None:

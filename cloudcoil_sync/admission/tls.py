@@ -392,9 +392,10 @@ class TLSStream:
             return data
         return b""
 
-    def send(self, data: bytes) -> None:
-        """Write all of `data`; TimeoutError when the client does not read it in time."""
-        deadline = time.monotonic() + self.front.io_timeout
+    def send(self, data: bytes, timeout: float | None = None) -> None:
+        """Write all of `data`; TimeoutError when the client does not read it within
+        `timeout` seconds (the front's I/O timeout by default)."""
+        deadline = time.monotonic() + (self.front.io_timeout if timeout is None else timeout)
         view = memoryview(data)
         while view:
             try:

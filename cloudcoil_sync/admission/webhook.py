@@ -1,11 +1,14 @@
 """`AdmissionWebhook`: the WSGI application that answers AdmissionReview v1 requests.
 
 Each path serves one route. Reviews are parsed strictly and checked against the route
-before any handler runs; handlers are plain functions run on a bounded pool of worker
-threads under the route's deadline (a handler past it is abandoned, never killed, and its
-late result discarded). Answers follow cloudcoil 0.8: 404 unknown path, 405 not POST, 415
-not JSON, 413 too large, 400 malformed or mismatched review, 504 deadline, 500 handler
-defect; otherwise 200 with the AdmissionReview response.
+before any handler runs; handlers are plain functions run under the route's deadline, at
+most `max_workers` at once (a handler past it is abandoned, never killed, and its late
+result discarded). Served by `WebhookHost`, a handler runs on the request's own thread and
+the host's watchdog answers 504 at the deadline (no thread hand-off per request); under
+any other WSGI server it runs on a pool thread the request waits for. Answers follow
+cloudcoil 0.8: 404 unknown path, 405 not POST, 415 not JSON, 413 too large, 400 malformed
+or mismatched review, 504 deadline, 500 handler defect; otherwise 200 with the
+AdmissionReview response.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
@@ -51,6 +54,9 @@ __all__ = [
 log = logging.getLogger("cloudcoil_sync.admission")
 
 REVIEW_API_VERSION = "admission.k8s.io/v1"
+# The host's late-answer hook (cloudcoil_sync.admission.server.LATE_ANSWER; not imported:
+# that module imports waitress).
+_LATE_ANSWER = "cloudcoil.late_answer"
 _INVALID = "Invalid or mismatched admission.k8s.io/v1 AdmissionReview"
 _FAILED = "Admission webhook failed"
 
@@ -105,6 +111,10 @@ class HandlerPool:
         self._threads: list[threading.Thread] = []
         self._idle = 0
         self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def run(self, function: Callable[[], Any], timeout: float) -> Any:
         """`function()`'s result (or its exception) if it ends within `timeout` seconds;
@@ -220,6 +230,11 @@ class AdmissionWebhook(AdmissionRoutes):
                 self.routes = {route.path: route for route in routes}
         self.cache = cache
         self.pool = HandlerPool(max_workers)
+        # Handlers run on the request's thread (see _run_here): one token each, at most
+        # max_workers taken. SimpleQueue's get/put are C calls, cheaper than a Semaphore.
+        self._slots: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(max_workers):
+            self._slots.put(None)
 
     def close(self, timeout: float = 5.0) -> bool:
         return self.pool.close(timeout)
@@ -258,7 +273,7 @@ class AdmissionWebhook(AdmissionRoutes):
         except InvalidReview as error:
             log.info("Rejected an AdmissionReview on %s: %s", path, error)
             return 400, {"message": _INVALID}
-        return self._admit(route, review, deadline)
+        return self._admit(route, review, deadline, environ.get(_LATE_ANSWER))
 
     def _read_body(self, environ: WSGIEnvironment) -> bytes | None:
         try:
@@ -275,7 +290,7 @@ class AdmissionWebhook(AdmissionRoutes):
     # -- admission -------------------------------------------------------------------------
 
     def _admit(
-        self, route: Route, review: dict[str, Any], deadline: float
+        self, route: Route, review: dict[str, Any], deadline: float, late: LateAnswer | None
     ) -> tuple[int, dict[str, Any]]:
         uid = review["uid"]
         try:
@@ -306,7 +321,7 @@ class AdmissionWebhook(AdmissionRoutes):
         if route.mutation and resource is not None:
             received = _json_copy(review["object"])
             before = MutationBase(resource)
-        outcome = self._run(route, request, deadline)
+        outcome = self._run(route, request, deadline, late)
         if isinstance(outcome, tuple):
             return outcome
         if isinstance(outcome, AdmissionDenied):
@@ -323,16 +338,22 @@ class AdmissionWebhook(AdmissionRoutes):
         return 200, _response(uid, True, patchType="JSONPatch", patch=encoded)
 
     def _run(
-        self, route: Route, request: AdmissionRequest[Any], deadline: float
+        self,
+        route: Route,
+        request: AdmissionRequest[Any],
+        deadline: float,
+        late: LateAnswer | None,
     ) -> Any | AdmissionDenied | tuple[int, dict[str, Any]]:
         """The handler's result, its AdmissionDenied, or a ready (status, document) error."""
         handler = route.handler
         try:
+            if late is not None:
+                return self._run_here(route, request, deadline, late)
             return self.pool.run(lambda: handler(request), deadline - time.monotonic())
         except PoolClosed:
             return 503, {"message": "Admission webhook is shutting down"}
         except HandlerTimeout as timeout:
-            if timeout.abandoned:
+            if timeout.abandoned and late is None:  # else logged when the 504 went out
                 log.warning(
                     "Admission handler %s exceeded its %ss deadline; abandoned",
                     _name(route),
@@ -344,6 +365,50 @@ class AdmissionWebhook(AdmissionRoutes):
         except BaseException:  # even SystemExit from a handler is the handler's defect
             log.exception("Admission handler %s failed", _name(route))
             return 500, {"message": _FAILED}
+
+    def _run_here(
+        self, route: Route, request: AdmissionRequest[Any], deadline: float, late: LateAnswer
+    ) -> Any:
+        """Run the handler on this (the request's) thread; the host answers 504 at the
+        deadline if it is still running, and its late result is then discarded."""
+        if self.pool.closed:
+            raise PoolClosed("The admission webhook is closing")
+        try:
+            self._slots.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise HandlerTimeout(abandoned=False) from None  # never started
+
+        def fired() -> None:
+            log.warning(
+                "Admission handler %s exceeded its %ss deadline; abandoned",
+                _name(route),
+                route.timeout_seconds,
+            )
+
+        timer = late(deadline, _STATUS[504], _TIMED_OUT_HEADERS, _TIMED_OUT_BODY, fired)
+        error: BaseException | None = None
+        try:
+            value = route.handler(request)
+        except BaseException as failure:
+            value, error = None, failure
+        finally:
+            self._slots.put(None)
+        if not timer.cancel():
+            if error is not None:
+                log.info("An abandoned admission handler later failed: %r", error)
+            raise HandlerTimeout(abandoned=True)
+        if error is not None:
+            raise error
+        return value
+
+
+class _Cancellable(Protocol):
+    def cancel(self) -> bool: ...
+
+
+# (deadline, status, headers, body, on_fire) -> a timer whose cancel() is False once the
+# answer was sent (see the host's LATE_ANSWER).
+LateAnswer = Callable[[float, str, list[tuple[str, str]], bytes, Callable[[], None]], _Cancellable]
 
 
 def _name(route: Route) -> str:
@@ -546,6 +611,14 @@ def _check_route(review: dict[str, Any], route: Route) -> None:
         ):
             raise InvalidReview("object apiVersion/kind do not match the route model")
 
+
+_TIMED_OUT_BODY = json.dumps(
+    {"message": "Admission webhook timed out"}, separators=(",", ":")
+).encode()
+_TIMED_OUT_HEADERS = [
+    ("Content-Type", "application/json"),
+    ("Content-Length", str(len(_TIMED_OUT_BODY))),
+]
 
 _STATUS = {
     200: "200 OK",
