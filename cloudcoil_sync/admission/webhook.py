@@ -16,22 +16,21 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import math
 import queue
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
+from cloudcoil_sync.admission.handlers import HandlerPool, HandlerTimeout, PoolClosed
 from cloudcoil_sync.admission.request import (
     AdmissionDenied,
     AdmissionRequest,
     CachedReader,
     UserInfo,
 )
+from cloudcoil_sync.admission.review import REVIEW_API_VERSION, InvalidReview, parse_review
 from cloudcoil_sync.admission.routes import DEFAULT_MAX_BODY_BYTES, AdmissionRoutes, Route
 from cloudcoil_sync.patches import MutationBase, mutation_patch
 
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
 
     from cloudcoil_sync.client import Config
 
+# HandlerPool and the review parsing live in `handlers` and `review`; re-exported here.
 __all__ = [
     "AdmissionWebhook",
     "HandlerPool",
@@ -53,147 +53,11 @@ __all__ = [
 
 log = logging.getLogger("cloudcoil_sync.admission")
 
-REVIEW_API_VERSION = "admission.k8s.io/v1"
 # The host's late-answer hook (cloudcoil_sync.admission.server.LATE_ANSWER; not imported:
 # that module imports waitress).
 _LATE_ANSWER = "cloudcoil.late_answer"
 _INVALID = "Invalid or mismatched admission.k8s.io/v1 AdmissionReview"
 _FAILED = "Admission webhook failed"
-
-
-class InvalidReview(ValueError):
-    """The body is not a well-formed AdmissionReview v1 for this route."""
-
-
-class PoolClosed(RuntimeError):
-    """The handler pool no longer takes work (the webhook is closing)."""
-
-
-class HandlerTimeout(Exception):
-    """`HandlerPool.run` passed its timeout; `abandoned` when the function had started."""
-
-    def __init__(self, abandoned: bool) -> None:
-        super().__init__("abandoned" if abandoned else "not started")
-        self.abandoned = abandoned
-
-
-class _Call:
-    """One queued function. `done` is held until it has run; the state flags change only
-    under the pool's lock.
-    """
-
-    __slots__ = ("abandoned", "cancelled", "done", "error", "function", "running", "value")
-
-    def __init__(self, function: Callable[[], Any]) -> None:
-        self.function = function
-        self.done = threading.Lock()
-        self.done.acquire()
-        self.running = self.cancelled = self.abandoned = False
-        self.value: Any = None
-        self.error: BaseException | None = None
-
-
-class HandlerPool:
-    """A bounded set of daemon threads running handlers; a stuck one is abandoned, not joined.
-
-    `run` calls a function on a pool thread and waits for it up to a timeout (a plain lock
-    hand-off: cheaper than a Future's condition); `submit` queues work and returns a
-    Future; `close` stops idle workers and joins them within a bound.
-    """
-
-    def __init__(self, max_workers: int = 16, *, name: str = "admission-handler") -> None:
-        if max_workers < 1:
-            raise ValueError("max_workers must be at least 1")
-        self.max_workers = max_workers
-        self.name = name
-        self._work: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
-        self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def run(self, function: Callable[[], Any], timeout: float) -> Any:
-        """`function()`'s result (or its exception) if it ends within `timeout` seconds;
-        else HandlerTimeout. A call not started by then never runs; a started one is
-        abandoned: its late result is discarded, a late failure logged.
-        """
-        call = self._put(_Call(function))
-        if not call.done.acquire(timeout=max(0.0, timeout)):
-            with self._lock:
-                if call.running:
-                    call.abandoned = True
-                else:
-                    call.cancelled = True
-            raise HandlerTimeout(call.abandoned)
-        if call.error is not None:
-            raise call.error
-        return call.value
-
-    def submit(self, function: Callable[[], Any]) -> Future[Any]:
-        future: Future[Any] = Future()
-
-        def run() -> None:
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(function())
-                except BaseException as error:
-                    future.set_exception(error)
-
-        self._put(_Call(run))
-        return future
-
-    def _put(self, call: _Call) -> _Call:
-        with self._lock:
-            if self._closed:
-                raise PoolClosed("The admission handler pool is closed")
-            self._work.put(call)
-            if self._idle <= 0 and len(self._threads) < self.max_workers:
-                thread = threading.Thread(
-                    target=self._run, name=f"{self.name}-{len(self._threads) + 1}", daemon=True
-                )
-                self._threads.append(thread)
-                self._idle += 1
-                thread.start()
-            self._idle -= 1  # reserved for this item (may go negative while queued)
-        return call
-
-    def _run(self) -> None:
-        while True:
-            call = self._work.get()
-            if call is None:
-                return
-            with self._lock:
-                call.running = not call.cancelled
-            if call.running:
-                try:
-                    call.value = call.function()
-                except BaseException as error:
-                    call.error = error
-            with self._lock:
-                self._idle += 1
-                abandoned = call.abandoned
-            call.done.release()
-            if abandoned:
-                call.value = None  # discarded: free it now
-                if call.error is not None:
-                    log.info("An abandoned admission handler later failed: %r", call.error)
-
-    def close(self, timeout: float = 5.0) -> bool:
-        """Refuse new work, let queued work finish, stop the workers; True if all joined
-        within `timeout` (an abandoned, still-running handler keeps its thread)."""
-        with self._lock:
-            self._closed = True
-            threads = list(self._threads)
-        for _ in threads:
-            self._work.put(None)
-        deadline = time.monotonic() + timeout
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        return not any(thread.is_alive() for thread in threads)
 
 
 class AdmissionWebhook(AdmissionRoutes):
@@ -486,130 +350,6 @@ def _user_info(raw: dict[str, Any] | None) -> UserInfo:
 
 
 # -- strict AdmissionReview parsing ----------------------------------------------------------
-
-
-def _reject_constant(name: str) -> Any:
-    raise InvalidReview(f"non-finite number {name}")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):  # 1e999 overflows to infinity
-        raise InvalidReview(f"non-finite number {text}")
-    return value
-
-
-def parse_review(body: bytes, route: Route) -> dict[str, Any]:
-    """The `request` member of an AdmissionReview v1 that matches `route`, else InvalidReview."""
-    try:
-        document = json.loads(
-            body.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float
-        )
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        raise InvalidReview(f"not JSON: {error}") from None
-    if not isinstance(document, dict):
-        raise InvalidReview("not an object")
-    if document.get("apiVersion") != REVIEW_API_VERSION or document.get("kind") != (
-        "AdmissionReview"
-    ):
-        raise InvalidReview("not an admission.k8s.io/v1 AdmissionReview")
-    review = document.get("request")
-    if not isinstance(review, dict):
-        raise InvalidReview("request missing")
-    _check_shape(review)
-    _check_route(review, route)
-    return review
-
-
-_STRINGS = ("name", "namespace", "subResource")
-_OBJECTS = ("object", "oldObject", "options")
-
-
-def _check_shape(review: dict[str, Any]) -> None:
-    uid = review.get("uid")
-    if not isinstance(uid, str) or not uid:
-        raise InvalidReview("request.uid must be a non-empty string")
-    _check_strings(review.get("kind"), ("group", "version", "kind"), "request.kind")
-    _check_strings(review.get("resource"), ("group", "version", "resource"), "request.resource")
-    for key in ("requestKind", "requestResource"):
-        if review.get(key) is not None and not isinstance(review[key], dict):
-            raise InvalidReview(f"request.{key} must be an object")
-    if review.get("operation") not in ("CREATE", "UPDATE", "DELETE"):
-        raise InvalidReview("request.operation must be CREATE, UPDATE or DELETE")
-    for key in _STRINGS:
-        if not isinstance(review.get(key, ""), str):
-            raise InvalidReview(f"request.{key} must be a string")
-    for key in _OBJECTS:
-        if review.get(key) is not None and not isinstance(review[key], dict):
-            raise InvalidReview(f"request.{key} must be an object or null")
-    if not isinstance(review.get("dryRun", False), bool):
-        raise InvalidReview("request.dryRun must be a boolean")
-    _check_user(review.get("userInfo"))
-
-
-def _check_strings(value: Any, keys: tuple[str, ...], where: str) -> None:
-    if not isinstance(value, dict) or not all(isinstance(value.get(key), str) for key in keys):
-        raise InvalidReview(f"{where} must have string {', '.join(keys)}")
-
-
-def _check_user(user: Any) -> None:
-    if user is None:
-        return
-    if not isinstance(user, dict):
-        raise InvalidReview("request.userInfo must be an object")
-    if not all(isinstance(user.get(key, ""), str) for key in ("username", "uid")):
-        raise InvalidReview("request.userInfo username/uid must be strings")
-    groups = user.get("groups") or []
-    if not isinstance(groups, list) or not all(isinstance(group, str) for group in groups):
-        raise InvalidReview("request.userInfo.groups must be a list of strings")
-    extra = user.get("extra") or {}
-    if not isinstance(extra, dict) or not all(
-        isinstance(values, list) and all(isinstance(value, str) for value in values)
-        for values in extra.values()
-    ):
-        raise InvalidReview("request.userInfo.extra must map to lists of strings")
-
-
-def _api_version(group: str, version: str) -> str:
-    return f"{group}/{version}" if group else version
-
-
-def _check_route(review: dict[str, Any], route: Route) -> None:
-    kind = review["kind"]
-    if (kind["group"], kind["version"], kind["kind"]) != route.model_gvk:
-        raise InvalidReview("request.kind does not match the route model")
-    resource = review["resource"]
-    group, version, _ = route.target_gvk
-    if (resource["group"], resource["version"], resource["resource"]) != (
-        group,
-        version,
-        route.resource,
-    ):
-        raise InvalidReview("request.resource does not match the route")
-    operation = review["operation"]
-    if operation not in route.operations:
-        raise InvalidReview(f"operation {operation} is not registered for this route")
-    if review.get("subResource", "") != route.subresource:
-        raise InvalidReview("request.subResource does not match the route")
-    namespace = review.get("namespace", "")
-    # Since Kubernetes 1.20 a Namespace's own name is sent as request.namespace.
-    own_name = route.target_gvk[:2] == ("", "v1") and route.resource == "namespaces"
-    cluster_namespace_ok = not namespace or (own_name and namespace == review.get("name"))
-    if (route.scope == "Namespaced" and not namespace) or (
-        route.scope == "Cluster" and not cluster_namespace_ok
-    ):
-        raise InvalidReview("request.namespace does not fit the route scope")
-    new, old = review.get("object"), review.get("oldObject")
-    expected = {"CREATE": (True, False), "UPDATE": (True, True), "DELETE": (False, True)}
-    if (new is not None, old is not None) != expected[operation]:
-        raise InvalidReview(f"{operation} has the wrong object/oldObject combination")
-    model_group, model_version, model_kind = route.model_gvk
-    for item in (new, old):
-        if item is not None and (
-            item.get("apiVersion") != _api_version(model_group, model_version)
-            or item.get("kind") != model_kind
-        ):
-            raise InvalidReview("object apiVersion/kind do not match the route model")
 
 
 _TIMED_OUT_BODY = json.dumps(
