@@ -3,8 +3,9 @@
 The admission server runs each handler on its connection's own thread and schedules a
 late answer (504) at the route's deadline; the handler returning in time cancels it. Both
 must be cheap and must not wake the watchdog thread per request (a GIL hand-off each): a
-schedule notifies only when it is earlier than what the thread sleeps towards, and a cancel
-only marks its timer (the thread drops cancelled timers when it next wakes).
+schedule notifies only when it is earlier than what the thread sleeps towards, a cancel
+only marks its timer (dropping it at once when it is the earliest), and while timers keep
+coming the thread sleeps at most a second at a time instead of waiting to be notified.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = ["Timer", "Watchdog"]
 log = logging.getLogger("cloudcoil_sync.admission")
 
 _PENDING, _CANCELLED, _FIRED = 0, 1, 2
+_IDLE_STEP = 1.0
 
 
 class Timer:
@@ -69,6 +71,8 @@ class Watchdog:
         self._heap: list[tuple[float, int, Timer]] = []
         self._order = itertools.count()
         self._target = math.inf  # what the thread sleeps towards
+        self._scheduled = 0
+        self.wakeups = 0  # times the thread woke (a measure of hand-offs it costs)
         self._thread: threading.Thread | None = None
         self._stopping = False
 
@@ -95,19 +99,32 @@ class Watchdog:
         timer = Timer(self, deadline, callback)
         with self._lock:
             heapq.heappush(self._heap, (deadline, next(self._order), timer))
+            self._scheduled += 1
             if deadline < self._target:
                 self._target = deadline
                 self._wake.notify()
         return timer
 
     def _loop(self) -> None:
+        seen = -1
         with self._lock:
             while not self._stopping:
                 due = self._due()
                 if due is None:
-                    self._target = self._heap[0][0] if self._heap else math.inf
-                    wait = None if not self._heap else self._target - time.monotonic()
-                    self._wake.wait(wait)
+                    if self._heap:
+                        self._target = self._heap[0][0]
+                    elif self._scheduled != seen:
+                        # Timers come and go faster than the thread wakes (cancels drop
+                        # them at once): sleeping forever on an empty heap would make the
+                        # next schedule wake it, once per request at low concurrency. While
+                        # busy it wakes every _IDLE_STEP instead (deadlines are >= 1 s away).
+                        seen = self._scheduled
+                        self._target = time.monotonic() + _IDLE_STEP
+                    else:
+                        self._target = math.inf  # idle: nothing scheduled for a whole step
+                    wait = self._target - time.monotonic()
+                    self._wake.wait(None if wait == math.inf else wait)
+                    self.wakeups += 1
                     continue
                 self._lock.release()
                 try:

@@ -61,6 +61,19 @@ def test_earlier_timer_wakes_the_watchdog(watchdog: Watchdog) -> None:
     assert far.cancel() is True
 
 
+def test_steady_schedules_and_cancels_do_not_wake_the_watchdog(watchdog: Watchdog) -> None:
+    # Deadlines a second or more away, as routes have (timeout_seconds >= 1).
+    watchdog.schedule(time.monotonic() + 1, lambda: None).cancel()  # the first may wake it
+    started = time.monotonic()
+    before = watchdog.wakeups
+    for _ in range(2000):
+        assert watchdog.schedule(time.monotonic() + 1, lambda: None).cancel() is True
+        time.sleep(0)  # let the watchdog thread take the GIL if it was woken
+    elapsed = time.monotonic() - started
+    # At most one periodic wake a second while busy, never one per timer.
+    assert watchdog.wakeups - before <= int(elapsed) + 2
+
+
 def test_cancel_waits_for_a_running_callback(watchdog: Watchdog) -> None:
     entered, release = threading.Event(), threading.Event()
     finished: list[str] = []
