@@ -3,9 +3,11 @@
 `TLSFront` terminates TLS on the public port and runs each connection on a thread of its
 own; on that thread waitress's request parser (limits, chunked bodies, pipelining) and its
 WSGI tasks (environ, response framing, keep-alive) answer the decrypted requests directly.
-There is no plaintext listener at all, and a request costs no hand-off between threads
-beyond the admission handler's own. The same listener answers the operator's health and
-metrics endpoints (`OperatorEndpoints`). This is the only module that imports waitress.
+There is no plaintext listener at all, and a request costs no hand-off between threads:
+the app (the admission handler included) runs on that thread too, and a watchdog thread
+sends a late answer (LATE_ANSWER, the route's 504) when one overruns. The same listener
+answers the operator's health and metrics endpoints (`OperatorEndpoints`). This is the
+only module that imports waitress.
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ class WebhookHost:
 
     Each connection is served on its own thread (at most `max_connections`); `threads`, if
     given, bounds how many of them run the WSGI app at once (admission handlers are bounded
-    by the webhook's own pool either way; a bound here makes every answer wake a waiter).
+    by the webhook's `max_workers` either way; a bound here makes every answer wake a
+    waiter). The watchdog thread for late answers starts and stops with the host.
     `start` raises ValueError when the TLS files are missing or do not match, OSError when
     the port cannot be bound. Certificates are reloaded when their files change.
     """
