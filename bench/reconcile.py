@@ -508,7 +508,7 @@ def growth(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
-def runs(r: dict[str, Any]) -> str:
+def converge_times(r: dict[str, Any]) -> str:
     """Every run's converge time when the cell ran more than once."""
     if r.get("runs", 1) == 1:
         return ""
@@ -525,7 +525,8 @@ def table(results: list[dict[str, Any]]) -> str:
     for r in sorted(results, key=lambda r: (r["count"], r["workers"])):
         vs_floor = r.get("converge_s_vs_floor")
         lines.append(
-            f"| {r['count']} | {r['workers']} | {r['contender']} | {r['converge_s']}{runs(r)} "
+            f"| {r['count']} | {r['workers']} | {r['contender']} "
+            f"| {r['converge_s']}{converge_times(r)} "
             f"| {r['objects_per_s']} "
             f"| {r['cpu_total_s']}{'' if r.get('idle_reached', True) else ' (not idle)'} "
             f"| {r['cpu_ms_per_object']} | {r['peak_rss_mb']} | {r.get('rss_over_import_mb', '')} "

@@ -102,8 +102,9 @@ def markdown(report: dict[str, Any]) -> str:
             "at the start-up mark (cloudcoil's imports include the cloudcoil-models-kubernetes "
             "package, ~78 MB on its own). p50/p99: event-to-reconcile latency after "
             "convergence. Ratios compare the same N and workers: row / floor and row / kopf "
-            "(obj/s vs floor: floor's time / row's time). N <= 2000 converges in about a "
-            "second: each such cell ran 3 times in rotating order (converge times of every run "
+            "(obj/s vs floor: floor's time / row's time). "
+            f"N <= {reconcile.SHORT_N} converges in about a second: each such cell ran "
+            f"{reconcile.SHORT_REPEATS} times in rotating order (converge times of every run "
             "in brackets) and its median run is shown.",
             "",
             reconcile.table(rec["results"]),
