@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -233,6 +234,41 @@ def rss_bytes() -> int:
     return 0
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in [
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        ]
+    ]
+
+
+def heap_figures() -> dict[str, float | int | None]:
+    """Where the RSS is: Python's live blocks and glibc malloc's in-use vs held bytes.
+
+    A step in RSS with flat in-use figures is allocator high-water, not a leak.
+    """
+    figures: dict[str, float | int | None] = {"py_blocks": sys.getallocatedblocks()}
+    try:
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):  # not glibc >= 2.33
+        return figures
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    figures["malloc_inuse_mb"] = round((info.uordblks + info.hblkhd) / 2**20, 1)
+    figures["malloc_free_mb"] = round(info.fordblks / 2**20, 1)
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0)
@@ -294,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
             "objects": stats["objects"],
             "lag": stats["lag"],
             "rss_mb": round(rss_bytes() / 2**20, 1),
+            **heap_figures(),
             "threads": threading.active_count(),
             "passes_ok": status.successes if status else None,
             "pass_errors": status.errors if status else None,
