@@ -107,6 +107,8 @@ def _serve() -> None:
 class EmulatorProcess:
     """The emulator child plus its credentials as files (CA, kubeconfig) for other children."""
 
+    is_emulator = True
+
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--serve"],
@@ -182,6 +184,9 @@ class EmulatorProcess:
 
     def cpu(self) -> float:
         return float(self.call("cpu"))
+
+    def finish(self, namespace: str) -> None:
+        """Nothing to clean: the emulator process goes away with its namespaces."""
 
     def close(self) -> None:
         if self.proc.stdin is not None and not self.proc.stdin.closed:

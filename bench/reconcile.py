@@ -27,6 +27,9 @@ With several worker counts, every N runs with each (ratios compare the same N an
 ``--large`` runs N=20000 with the first worker count only. N <= 2000 converges in about a
 second, where one run is mostly noise: such cells run 3 times (``--repeats``) in rotating
 order and the median run stands for the cell.
+
+With ``KUBECONFIG`` set (or ``--kubeconfig``) the contenders run against that cluster instead
+of the emulator (``bench/cluster.py``; ``--emulator`` keeps the emulator).
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,11 +45,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import contextlib
 
 from common import (
     KEY,
@@ -58,6 +58,11 @@ from common import (
     machine,
     peak_rss,
 )
+
+if TYPE_CHECKING:
+    from cluster import ClusterTarget
+
+    Target = EmulatorProcess | ClusterTarget
 
 CONTENDERS = ("cloudcoil", "kopf", "floor")
 SHORT_N, SHORT_REPEATS = 2000, 3  # N converging in about a second: one run is mostly noise
@@ -140,15 +145,10 @@ def child_kopf(namespace: str, workers: int) -> None:
 def child_floor(namespace: str, workers: int) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    import requests
+    from cluster import raw_session
 
-    url, token, ca_file = os.environ["BENCH_URL"], os.environ["BENCH_TOKEN"], os.environ["BENCH_CA"]
-    session = requests.Session()
-    session.trust_env = False
-    session.verify = ca_file
-    session.mount("https://", requests.adapters.HTTPAdapter(pool_maxsize=workers + 2))
-    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
-    patch_headers = {**headers, "Content-Type": "application/merge-patch+json"}
+    session, url = raw_session(os.environ["KUBECONFIG"], pool=workers + 2)
+    patch_headers = {"Content-Type": "application/merge-patch+json"}
     base = f"{url}/api/v1/namespaces/{namespace}/configmaps"
     body = json.dumps({"data": {KEY: VALUE}})
     selector = {"labelSelector": f"{LABEL}=true"}
@@ -159,18 +159,16 @@ def child_floor(namespace: str, workers: int) -> None:
     stop = threading.Event()
     _started(stop, exit_at_eof=True)
     pool = ThreadPoolExecutor(workers)
-    listed = session.get(base, params=selector, headers=headers)
+    listed = session.get(base, params=selector)
     listed.raise_for_status()
     doc = listed.json()
     names = [o["metadata"]["name"] for o in doc["items"] if (o.get("data") or {}).get(KEY) != VALUE]
     list(pool.map(patch, names))
     version = doc["metadata"]["resourceVersion"]
-    watcher = requests.Session()
-    watcher.trust_env = False
-    watcher.verify = ca_file
+    watcher, _ = raw_session(os.environ["KUBECONFIG"])
     while not stop.is_set():  # the event-driven part: patch what lacks the value
         params = {**selector, "watch": "1", "resourceVersion": version, "timeoutSeconds": "300"}
-        with watcher.get(base, params=params, headers=headers, stream=True) as resp:
+        with watcher.get(base, params=params, stream=True) as resp:
             resp.raise_for_status()
             for line in resp.iter_lines(chunk_size=None):
                 if not line:
@@ -198,14 +196,8 @@ CHILDREN: dict[str, Callable[[str, int], None]] = {
 class Child:
     """One contender's process, its start-up mark and its stderr (kept for failures)."""
 
-    def __init__(self, emu: EmulatorProcess, name: str, namespace: str, workers: int) -> None:
-        env = dict(os.environ)
-        env.update(
-            KUBECONFIG=emu.kubeconfig(namespace),
-            BENCH_URL=emu.url,
-            BENCH_TOKEN=emu.token,
-            BENCH_CA=emu.ca_file,
-        )
+    def __init__(self, emu: Target, name: str, namespace: str, workers: int) -> None:
+        env = {**os.environ, "KUBECONFIG": emu.kubeconfig(namespace)}
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         self.spawned = time.time()
         self.proc = subprocess.Popen(
@@ -243,7 +235,7 @@ class Child:
         self.log.close()
 
 
-def wait_converged(emu: EmulatorProcess, child: Child, namespace: str, count: int) -> float:
+def wait_converged(emu: Target, child: Child, namespace: str, count: int) -> float:
     deadline = time.time() + max(120.0, count / 20)
     while emu.converged(namespace) < count:
         if child.proc.poll() is not None:
@@ -272,26 +264,20 @@ def wait_idle(pid: int, limit: float) -> tuple[float, bool]:
 class Observer:
     """A watch on the namespace from the driver: when did `name` show `seq` and the value."""
 
-    def __init__(self, emu: EmulatorProcess, namespace: str) -> None:
-        import requests
+    def __init__(self, emu: Target, namespace: str) -> None:
+        from cluster import raw_session  # not at the top: children must not pay for it
 
-        self.session = requests.Session()
-        self.session.trust_env = False
-        self.session.verify = emu.ca_file
-        self.headers = {"Authorization": f"Bearer {emu.token}", "Accept": "application/json"}
-        self.base = f"{emu.url}/api/v1/namespaces/{namespace}/configmaps"
-        listed = self.session.get(self.base, params={"limit": "1"}, headers=self.headers)
+        self.session, url = raw_session(emu.kubeconfig(namespace))
+        self.base = f"{url}/api/v1/namespaces/{namespace}/configmaps"
+        listed = self.session.get(self.base, params={"limit": "1"})
         listed.raise_for_status()
         version = listed.json()["metadata"]["resourceVersion"]
         self.seen: dict[str, str] = {}
         self.changed = threading.Condition()
-        self.resp = requests.Session()
-        self.resp.trust_env = False
-        self.resp.verify = emu.ca_file
+        self.resp, _ = raw_session(emu.kubeconfig(namespace))
         self.stream = self.resp.get(
             self.base,
             params={"watch": "1", "resourceVersion": version, "timeoutSeconds": "600"},
-            headers=self.headers,
             stream=True,
         )
         self.stream.raise_for_status()
@@ -314,7 +300,7 @@ class Observer:
 
     def sample(self, name: str, seq: str, timeout: float = 10.0) -> float | None:
         patch = json.dumps({"data": {KEY: None, "seq": seq}})
-        headers = {**self.headers, "Content-Type": "application/merge-patch+json"}
+        headers = {"Content-Type": "application/merge-patch+json"}
         t0 = time.perf_counter()
         self.session.patch(f"{self.base}/{name}", data=patch, headers=headers).raise_for_status()
         deadline = time.monotonic() + timeout
@@ -327,12 +313,9 @@ class Observer:
         return time.perf_counter() - t0
 
     def close(self) -> None:
-        # Closing an SSL stream another thread reads blocks; shut the socket down first.
-        connection = getattr(self.stream.raw, "_connection", None)
-        sock = getattr(connection, "sock", None)
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        from cluster import shutdown_stream
+
+        shutdown_stream(self.stream)
         self.thread.join(5)
         self.stream.close()
         self.resp.close()
@@ -349,12 +332,28 @@ def note(message: str) -> None:
 
 
 def run_one(
-    emu: EmulatorProcess, name: str, count: int, workers: int, samples: int, run: int = 0
+    emu: Target, name: str, count: int, workers: int, samples: int, run: int = 0
 ) -> dict[str, Any]:
-    namespace = f"{name}-{count}-w{workers}" + (f"-r{run}" if run else "")
+    namespace = f"ccb-{name}-{count}-w{workers}" + (f"-r{run}" if run else "")
+    note(f"{name}: seeding {count} objects in namespace {namespace}")
     emu.seed(namespace, count)
     emu_cpu0 = emu.cpu()
     note(f"{name}: {count} objects seeded; starting")
+    try:
+        return measure(emu, name, namespace, count, workers, samples, emu_cpu0)
+    finally:
+        emu.finish(namespace)
+
+
+def measure(
+    emu: Target,
+    name: str,
+    namespace: str,
+    count: int,
+    workers: int,
+    samples: int,
+    emu_cpu0: float | None,
+) -> dict[str, Any]:
     child = Child(emu, name, namespace, workers)
     try:
         converged = wait_converged(emu, child, namespace, count)
@@ -363,7 +362,8 @@ def run_one(
         cpu_idle, idle = wait_idle(child.pid, max(MAX_IDLE, count / 100))
         rss = peak_rss(child.pid)
         requests_made = emu.requests(namespace)
-        emu_cpu = emu.cpu() - emu_cpu0
+        emu_cpu1 = emu.cpu()
+        emu_cpu = emu_cpu1 - emu_cpu0 if emu_cpu1 is not None and emu_cpu0 is not None else None
         latencies: list[float] = []
         lost = 0
         lat_cpu = 0.0
@@ -387,7 +387,11 @@ def run_one(
         child.stop()
     seconds = converged - child.started
     work_cpu = cpu_idle - child.import_cpu
-    writes = sum(v for k, v in requests_made.items() if k != "GET")
+    writes = (
+        sum(v for k, v in requests_made.items() if k != "GET")
+        if requests_made is not None
+        else None
+    )
     result: dict[str, Any] = {
         "contender": name,
         "count": count,
@@ -405,8 +409,8 @@ def run_one(
         "rss_over_import_mb": round((rss - child.import_rss) / 2**20, 1),
         "peak_rss_after_latency_mb": round(rss_end / 2**20, 1),
         "requests": requests_made,
-        "writes_per_object": round(writes / count, 2),
-        "emulator_cpu_s": round(emu_cpu, 2),
+        "writes_per_object": round(writes / count, 2) if writes is not None else None,
+        "emulator_cpu_s": round(emu_cpu, 2) if emu_cpu is not None else None,
     }
     if samples:
         result.update(
@@ -441,18 +445,20 @@ def bench(
     contenders: list[str],
     large: list[int] | None = None,
     repeats: int | None = None,
+    kubeconfig: str | None = None,
 ) -> dict[str, Any]:
     """Every N in `counts` with every worker count; every N in `large` with `workers[0]`.
 
     Each cell runs `repeats` times (default: SHORT_REPEATS for N <= SHORT_N, else once),
     rotating the contenders' order so none always meets the freshly started emulator; the
-    run with the median converge time stands for the cell, all converge times are kept."""
+    run with the median converge time stands for the cell, all converge times are kept.
+    With `kubeconfig`, the contenders run against that cluster instead of an emulator."""
     results: list[dict[str, Any]] = []
     load = [machine()["loadavg"]]
     plan = [(count, workers) for count in counts] + [(n, workers[:1]) for n in large or []]
     for count, pool_sizes in plan:
         runs = repeats or (SHORT_REPEATS if count <= SHORT_N else 1)
-        with EmulatorProcess() as emu:  # one emulator per N, shared by the contenders
+        with open_target(kubeconfig) as emu:  # one per N, shared by the contenders
             for size in pool_sizes:
                 cell: dict[str, list[dict[str, Any]]] = {name: [] for name in contenders}
                 for run in range(runs):
@@ -467,10 +473,24 @@ def bench(
     load.append(machine()["loadavg"])
     return {
         "machine": machine(),
+        "api_server": describe_target(kubeconfig),
         "loadavg_before_after": load,
         "results": results,
         "growth": growth(results),
     }
+
+
+def open_target(kubeconfig: str | None) -> Target:
+    """A fresh emulator child, or the cluster of `kubeconfig`."""
+    if kubeconfig is None:
+        return EmulatorProcess()
+    from cluster import ClusterTarget
+
+    return ClusterTarget(kubeconfig)
+
+
+def describe_target(kubeconfig: str | None) -> str:
+    return f"cluster of {kubeconfig}" if kubeconfig else "emulator (bench/common.py --serve)"
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -530,7 +550,7 @@ def table(results: list[dict[str, Any]]) -> str:
             f"| {r['objects_per_s']} "
             f"| {r['cpu_total_s']}{'' if r.get('idle_reached', True) else ' (not idle)'} "
             f"| {r['cpu_ms_per_object']} | {r['peak_rss_mb']} | {r.get('rss_over_import_mb', '')} "
-            f"| {r['writes_per_object']} | {r.get('latency_p50_ms', '')} "
+            f"| {r.get('writes_per_object') or ''} | {r.get('latency_p50_ms', '')} "
             f"| {r.get('latency_p99_ms', '')} | {round(1 / vs_floor, 2) if vs_floor else ''} "
             f"| {r.get('cpu_total_s_vs_floor', '')} | {r.get('cpu_total_s_vs_kopf', '')} "
             f"| {r.get('peak_rss_mb_vs_kopf', '')} | {r.get('rss_over_import_mb_vs_kopf', '')} "
@@ -550,6 +570,15 @@ def main() -> None:
         "--repeats", type=int, help=f"runs per cell (default {SHORT_REPEATS} for N <= {SHORT_N})"
     )
     parser.add_argument("--json", help="write the results here")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG") or None,
+        help="run against this cluster (default: $KUBECONFIG when set, else the emulator)",
+    )
+    where.add_argument(
+        "--emulator", action="store_true", help="use the emulator even if KUBECONFIG is set"
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -559,7 +588,12 @@ def main() -> None:
     counts = [int(c) for c in args.counts.split(",") if c]
     large = [20000] if args.large and 20000 not in counts else []
     workers = [int(w) for w in args.workers.split(",") if w]
-    report = bench(counts, workers, args.samples, args.contenders.split(","), large, args.repeats)
+    kubeconfig = None if args.emulator else args.kubeconfig
+    if kubeconfig:
+        note(f"against the cluster of {kubeconfig}: namespaces ccb-* are created and deleted")
+    report = bench(
+        counts, workers, args.samples, args.contenders.split(","), large, args.repeats, kubeconfig
+    )
     print(table(report["results"]))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))

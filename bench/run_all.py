@@ -5,12 +5,15 @@
 `bench/client.py` and `bench/admission.py` print their own tables (kept verbatim in the
 report); reconcile, memory and start-up return figures that go into the JSON and tables.
 A default run takes a few minutes on 2 cores; ``--large`` adds N=20k to the reconcile runs.
+With ``KUBECONFIG`` set, the reconcile runs use that cluster (``--emulator`` to keep the
+emulator); the other steps need no API server or bring their own emulator.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -97,6 +100,8 @@ def markdown(report: dict[str, Any]) -> str:
         parts += [
             "## Reconcile N labelled ConfigMaps (cloudcoil_sync vs kopf vs raw floor)",
             "",
+            f"API server: {rec.get('api_server', 'emulator')}.",
+            "",
             "CPU s: the operator process's own CPU from its start-up mark (after imports) until "
             "converged and then idle. RSS: peak (VmHWM); RSS over imports: peak minus the RSS "
             "at the start-up mark (cloudcoil's imports include the cloudcoil-models-kubernetes "
@@ -156,6 +161,9 @@ def main() -> None:
     )
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--skip", default="", help=f"comma-separated, of {','.join(STEPS)}")
+    parser.add_argument(
+        "--emulator", action="store_true", help="reconcile on the emulator despite KUBECONFIG"
+    )
     args = parser.parse_args()
     skip = {s for s in args.skip.split(",") if s}
     report: dict[str, Any] = {"loadavg_before": machine()["loadavg"]}
@@ -174,6 +182,7 @@ def main() -> None:
             args.samples,
             list(reconcile.CONTENDERS),
             [20000] if args.large else [],
+            kubeconfig=None if args.emulator else os.environ.get("KUBECONFIG") or None,
         )
         problem = plot(report["reconcile"]["results"], HERE / "converge.png")
         if problem:

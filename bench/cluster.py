@@ -1,0 +1,267 @@
+"""A real API server for the reconcile benchmark (SPEC §9: a real cluster when KUBECONFIG is set).
+
+`ClusterTarget` answers what the driver asks of `common.EmulatorProcess` (seed a namespace,
+count converged objects, credentials for the children) over the API itself: seeding is
+POSTs, counting is a label-selected list + watch kept by the driver. What only the emulator
+can tell (requests per namespace, the API server's CPU) is ``None``. Every namespace it
+creates is deleted, and waited for, before the next run starts.
+
+`raw_session` turns a kubeconfig into a bare `requests.Session` (TLS, credentials): the
+floor's loop and the driver's observers use it, so the floor stays plain `requests`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any
+
+import requests
+from common import KEY, LABEL, VALUE, configmap
+
+__all__ = ["ClusterTarget", "WatchCounter", "raw_session", "shutdown_stream"]
+
+NAMESPACE_GONE_TIMEOUT = 600.0
+
+
+def raw_session(kubeconfig: str | None, pool: int = 10) -> tuple[requests.Session, str]:
+    """A plain session carrying the kubeconfig's TLS settings and credentials, and the server.
+
+    Credential files given as data are written to a private directory kept with the session.
+    """
+    from cloudcoil_sync.client.kubeconfig import load_kubeconfig
+
+    kwargs = load_kubeconfig(kubeconfig)
+    files = tempfile.TemporaryDirectory(prefix="cc-bench-creds-")
+
+    def write(name: str, data: bytes) -> str:
+        path = os.path.join(files.name, name)
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as out:
+            out.write(data)
+        return path
+
+    session = requests.Session()
+    session.trust_env = False
+    session.mount("https://", requests.adapters.HTTPAdapter(pool_maxsize=pool))
+    session._cc_files = files  # type: ignore[attr-defined]  # lives as long as the session
+    if kwargs.get("insecure_skip_tls_verify"):
+        session.verify = False
+    elif "ca_file" in kwargs:
+        session.verify = kwargs["ca_file"]
+    elif "ca_data" in kwargs:
+        session.verify = write("ca.crt", kwargs["ca_data"])
+    cert = kwargs.get("client_cert_file") or (
+        write("client.crt", kwargs["client_cert_data"]) if "client_cert_data" in kwargs else None
+    )
+    key = kwargs.get("client_key_file") or (
+        write("client.key", kwargs["client_key_data"]) if "client_key_data" in kwargs else None
+    )
+    if cert and key:
+        session.cert = (cert, key)
+    authorization = None
+    if kwargs.get("token"):
+        authorization = f"Bearer {kwargs['token']}"
+    elif kwargs.get("token_file"):
+        with open(kwargs["token_file"]) as token:
+            authorization = f"Bearer {token.read().strip()}"
+    elif kwargs.get("exec_provider") is not None:
+        authorization, exec_cert = kwargs["exec_provider"].credentials()
+        session.cert = exec_cert or session.cert
+    session.headers["Accept"] = "application/json"
+    if authorization:
+        session.headers["Authorization"] = authorization
+    return session, str(kwargs["server"]).rstrip("/")
+
+
+def shutdown_stream(resp: requests.Response | None) -> None:
+    """Unblock another thread reading `resp` (closing an SSL stream mid-read blocks)."""
+    connection = getattr(getattr(resp, "raw", None), "_connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+class WatchCounter:
+    """How many labelled ConfigMaps of a namespace hold the target value: list, then watch."""
+
+    def __init__(self, kubeconfig: str | None, namespace: str) -> None:
+        self.session, server = raw_session(kubeconfig)
+        self.base = f"{server}/api/v1/namespaces/{namespace}/configmaps"
+        self.selector = f"{LABEL}=true"
+        self.done: set[str] = set()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.stream: requests.Response | None = None
+        self.version = self._list()
+        self.thread = threading.Thread(target=self._run, name=f"count-{namespace}")
+        self.thread.start()
+
+    def _list(self) -> str:
+        done: set[str] = set()
+        params = {"labelSelector": self.selector, "limit": "500"}
+        while True:
+            resp = self.session.get(self.base, params=params, timeout=60)
+            resp.raise_for_status()
+            doc = resp.json()
+            done.update(o["metadata"]["name"] for o in doc["items"] if _converged(o))
+            token = doc["metadata"].get("continue")
+            if not token:
+                break
+            params = {**params, "continue": token}
+        with self.lock:
+            self.done = done
+        return str(doc["metadata"]["resourceVersion"])
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self._watch()
+            except requests.HTTPError as error:
+                if error.response is None or error.response.status_code != 410:
+                    self.error = error
+                    return
+                self.version = self._list()  # history expired: start over
+            except requests.RequestException:
+                self.stop.wait(1.0)  # a broken stream: resume from the last version
+            except BaseException as error:
+                self.error = error
+                return
+
+    def _watch(self) -> None:
+        params = {
+            "labelSelector": self.selector,
+            "watch": "1",
+            "resourceVersion": self.version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": "60",
+        }
+        with self.session.get(self.base, params=params, stream=True, timeout=(10, 90)) as resp:
+            self.stream = resp
+            resp.raise_for_status()
+            for line in resp.iter_lines(chunk_size=None):
+                if self.stop.is_set():
+                    return
+                if line:
+                    self._event(json.loads(line))
+
+    def _event(self, event: dict[str, Any]) -> None:
+        obj = event["object"]
+        if event["type"] == "ERROR":
+            if obj.get("code") != 410:
+                raise RuntimeError(f"watch of {self.base} failed: {obj.get('message')}")
+            self.version = self._list()  # history expired: start over
+            return
+        self.version = obj["metadata"]["resourceVersion"]
+        if event["type"] == "BOOKMARK":
+            return
+        name = obj["metadata"]["name"]
+        with self.lock:
+            if event["type"] != "DELETED" and _converged(obj):
+                self.done.add(name)
+            else:
+                self.done.discard(name)
+
+    def count(self) -> int:
+        if self.error is not None:
+            raise RuntimeError(f"the convergence watch failed: {self.error!r}")
+        with self.lock:
+            return len(self.done)
+
+    def close(self) -> None:
+        self.stop.set()
+        shutdown_stream(self.stream)
+        self.thread.join(15)
+        self.session.close()
+
+
+def _converged(obj: dict[str, Any]) -> bool:
+    return (obj.get("data") or {}).get(KEY) == VALUE
+
+
+class ClusterTarget:
+    """The cluster of `kubeconfig` in the role of the emulator child."""
+
+    is_emulator = False
+
+    def __init__(self, kubeconfig: str) -> None:
+        from cloudcoil_sync.client.errors import ConfigError
+
+        self.path = kubeconfig
+        self.counters: dict[str, WatchCounter] = {}
+        try:
+            self.session, self.url = raw_session(kubeconfig, pool=16)
+            resp = self.session.get(f"{self.url}/version", timeout=30)
+            resp.raise_for_status()
+        except (ConfigError, OSError, requests.RequestException) as error:
+            raise SystemExit(f"cannot use the cluster of {kubeconfig}: {error}") from None
+        self.version = resp.json().get("gitVersion", "?")
+
+    def kubeconfig(self, namespace: str) -> str:
+        return self.path  # children pass the namespace explicitly
+
+    def seed(self, namespace: str, count: int) -> None:
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        resp = self.session.post(f"{self.url}/api/v1/namespaces", json=ns, timeout=30)
+        if resp.status_code == 409:
+            raise SystemExit(
+                f"namespace {namespace} already exists in {self.url} (left by an earlier run?): "
+                f"delete it first (kubectl delete namespace {namespace})"
+            )
+        resp.raise_for_status()
+        base = f"{self.url}/api/v1/namespaces/{namespace}/configmaps"
+
+        def create(i: int) -> None:
+            self.session.post(base, json=configmap(namespace, i), timeout=60).raise_for_status()
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(create, range(count)))
+        self.counters[namespace] = WatchCounter(self.path, namespace)
+
+    def converged(self, namespace: str) -> int:
+        return self.counters[namespace].count()
+
+    def requests(self, namespace: str) -> dict[str, int] | None:
+        return None  # a real API server does not tell; its audit log is not ours to read
+
+    def cpu(self) -> float | None:
+        return None
+
+    def finish(self, namespace: str) -> None:
+        """Delete the run's namespace and wait until it is gone: the next run starts clean."""
+        counter = self.counters.pop(namespace, None)
+        if counter is not None:
+            counter.close()
+        url = f"{self.url}/api/v1/namespaces/{namespace}"
+        resp = self.session.delete(url, timeout=30)
+        if resp.status_code not in (200, 202, 404):
+            resp.raise_for_status()
+        deadline = time.monotonic() + NAMESPACE_GONE_TIMEOUT
+        while self.session.get(url, timeout=30).status_code != 404:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"namespace {namespace} still exists after deletion")
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        for namespace in list(self.counters):
+            self.finish(namespace)
+        self.session.close()
+
+    def __enter__(self) -> ClusterTarget:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
