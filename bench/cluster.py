@@ -20,7 +20,6 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from types import TracebackType
 from typing import Any
 
 import requests
@@ -254,14 +253,3 @@ class ClusterTarget:
         for namespace in list(self.counters):
             self.finish(namespace)
         self.session.close()
-
-    def __enter__(self) -> ClusterTarget:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

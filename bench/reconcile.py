@@ -35,6 +35,7 @@ of the emulator (``bench/cluster.py``; ``--emulator`` keeps the emulator).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -480,13 +481,13 @@ def bench(
     }
 
 
-def open_target(kubeconfig: str | None) -> Target:
-    """A fresh emulator child, or the cluster of `kubeconfig`."""
+def open_target(kubeconfig: str | None) -> contextlib.closing[Target]:
+    """A fresh emulator child, or the cluster of `kubeconfig`; closed on leaving `with`."""
     if kubeconfig is None:
-        return EmulatorProcess()
+        return contextlib.closing(EmulatorProcess())
     from cluster import ClusterTarget
 
-    return ClusterTarget(kubeconfig)
+    return contextlib.closing(ClusterTarget(kubeconfig))
 
 
 def describe_target(kubeconfig: str | None) -> str:
