@@ -189,8 +189,6 @@ def _converged(obj: dict[str, Any]) -> bool:
 class ClusterTarget:
     """The cluster of `kubeconfig` in the role of the emulator child."""
 
-    is_emulator = False
-
     def __init__(self, kubeconfig: str) -> None:
         from cloudcoil_sync.client.errors import ConfigError
 

@@ -107,8 +107,6 @@ def _serve() -> None:
 class EmulatorProcess:
     """The emulator child plus its credentials as files (CA, kubeconfig) for other children."""
 
-    is_emulator = True
-
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--serve"],
