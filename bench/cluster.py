@@ -38,6 +38,10 @@ def raw_session(kubeconfig: str | None, pool: int = 10) -> tuple[requests.Sessio
     from cloudcoil_sync.client.kubeconfig import load_kubeconfig
 
     kwargs = load_kubeconfig(kubeconfig)
+    unsupported = [k.replace("_", "-") for k in ("proxy_url", "tls_server_name") if kwargs.get(k)]
+    if unsupported:  # a bare session would silently ignore them
+        names = ", ".join(unsupported)
+        raise SystemExit(f"the bench's plain requests sessions do not support kubeconfig {names}")
     files = tempfile.TemporaryDirectory(prefix="cc-bench-creds-")
 
     def write(name: str, data: bytes) -> str:
