@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
+from waiting import wait_until
 
 from cloudcoil_sync.admission.turns import Turns
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Re-check `predicate` every millisecond until it holds (False after `timeout`)."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        pause.wait(0.001)
-    return True
 
 
 @pytest.fixture
@@ -63,7 +53,7 @@ def test_turns_go_in_arrival_order(turns: Turns) -> None:
     queued = []
     for name in "bcd":
         queued.append(Holder(turns, name, order))
-        assert wait_until(lambda: turns.waiting == len(queued))
+        assert wait_until(lambda: turns.waiting == len(queued), 5.0, 0.001)
     assert order == ["a"]
     first.finish()
     for name, holder in zip("bcd", queued, strict=True):
@@ -137,7 +127,7 @@ def test_stop_lets_every_waiter_go_on_and_later_turns_never_wait() -> None:
     holder = Holder(turns, "holder", order)
     assert holder.entered.wait(5)
     waiter = Holder(turns, "waiter", order)
-    assert wait_until(lambda: turns.waiting == 1)
+    assert wait_until(lambda: turns.waiting == 1, 5.0, 0.001)
     assert turns.stop(timeout=5)
     assert waiter.entered.wait(5)  # went on although the holder still holds
     with turns.turn():  # no monitor any more: never waits

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import base64
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from waiting import wait_until  # noqa: F401 (for the tests here)
 
 from cloudcoil_sync.application import Application
 from cloudcoil_sync.client import Config
@@ -82,17 +82,6 @@ class Calls:
     def wait(self, predicate: Callable[[list[Any]], bool], timeout: float = 15.0) -> bool:
         with self.cond:
             return self.cond.wait_for(lambda: predicate(self.log), timeout)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
-    """Re-check `predicate` every 10 ms until it holds (False after `timeout`)."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        pause.wait(0.01)
-    return True
 
 
 def configmap(name: str, *, labelled: bool = True, data: dict[str, str] | None = None) -> dict:

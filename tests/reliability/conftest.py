@@ -9,12 +9,12 @@ object gone, cache without it) and that nothing else was touched.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from waiting import wait_until as poll_until
 
 from cloudcoil_sync.application import Application
 from cloudcoil_sync.client import Config
@@ -179,13 +179,7 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
     For predicates that scan hundreds of objects: `Emulator.wait_for` re-checks on every
     store change, which under churn costs more than the operator being measured.
     """
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        pause.wait(interval)
-    return True
+    return poll_until(predicate, timeout, interval)
 
 
 def converge(kube: Emulator, expected: dict[str, str], timeout: float) -> list[str]:
