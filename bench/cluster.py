@@ -100,7 +100,8 @@ class WatchCounter:
         self.base = f"{server}/api/v1/namespaces/{namespace}/configmaps"
         self.selector = f"{LABEL}=true"
         self.done: set[str] = set()
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
+        self.reached: tuple[int, float] = (0, 0.0)  # (a count reached, wall-clock time first)
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.stream: requests.Response | None = None
@@ -122,6 +123,7 @@ class WatchCounter:
             params = {**params, "continue": token}
         with self.lock:
             self.done = done
+            self._changed()
         return str(doc["metadata"]["resourceVersion"])
 
     def _run(self) -> None:
@@ -130,14 +132,19 @@ class WatchCounter:
                 self._watch()
             except requests.HTTPError as error:
                 if error.response is None or error.response.status_code != 410:
-                    self.error = error
+                    self._fail(error)
                     return
                 self.version = self._list()  # history expired: start over
             except requests.RequestException:
                 self.stop.wait(1.0)  # a broken stream: resume from the last version
             except BaseException as error:
-                self.error = error
+                self._fail(error)
                 return
+
+    def _fail(self, error: BaseException) -> None:
+        with self.lock:
+            self.error = error
+            self.lock.notify_all()
 
     def _watch(self) -> None:
         params = {
@@ -172,12 +179,20 @@ class WatchCounter:
                 self.done.add(name)
             else:
                 self.done.discard(name)
+            self._changed()
 
-    def count(self) -> int:
-        if self.error is not None:
-            raise RuntimeError(f"the convergence watch failed: {self.error!r}")
+    def _changed(self) -> None:
+        if len(self.done) > self.reached[0]:
+            self.reached = (len(self.done), time.time())  # stamped as the event arrives
+        self.lock.notify_all()
+
+    def wait(self, count: int, timeout: float) -> float | None:
+        """Wall-clock time at which `count` objects were first seen converged, or None."""
         with self.lock:
-            return len(self.done)
+            self.lock.wait_for(lambda: len(self.done) >= count or self.error is not None, timeout)
+            if self.error is not None:
+                raise RuntimeError(f"the convergence watch failed: {self.error!r}")
+            return self.reached[1] if len(self.done) >= count else None
 
     def close(self) -> None:
         self.stop.set()
@@ -227,8 +242,8 @@ class ClusterTarget:
             list(pool.map(create, range(count)))
         self.counters[namespace] = WatchCounter(self.path, namespace)
 
-    def converged(self, namespace: str) -> int:
-        return self.counters[namespace].count()
+    def wait_converged(self, namespace: str, count: int, timeout: float) -> float | None:
+        return self.counters[namespace].wait(count, timeout)
 
     def requests(self, namespace: str) -> dict[str, int] | None:
         return None  # a real API server does not tell; its audit log is not ours to read
