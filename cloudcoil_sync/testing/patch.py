@@ -73,65 +73,101 @@ def _get(doc: Any, path: str) -> Any:
     raise PatchError(f"path {path!r} not found")
 
 
-def _add(doc: Any, path: str, value: Any) -> Any:
-    parts = _parts(path)
-    if not parts:
-        return value
-    parent = _parent(doc, parts)
-    last = parts[-1]
-    if isinstance(parent, dict):
-        parent[last] = value
-    elif isinstance(parent, list):
-        parent.insert(_index(parent, last, True), value)
-    else:
-        raise PatchError(f"cannot add to {type(parent).__name__}")
-    return doc
+class _CopyOnWrite:
+    """The document being patched. Containers on a written path are copied once, the rest
+    stays shared with the original, which is never changed (the emulator's stored objects
+    are immutable): a deep copy of the whole object per patch cost more than the write."""
 
+    def __init__(self, doc: Any) -> None:
+        self.root = doc
+        self._owned: dict[int, Any] = {}  # id -> container copied here (kept alive by this)
 
-def _remove(doc: Any, path: str) -> Any:
-    parts = _parts(path)
-    if not parts:
-        raise PatchError("cannot remove the whole document")
-    parent = _parent(doc, parts)
-    last = parts[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
+    def _own(self, node: Any) -> Any:
+        if id(node) in self._owned:
+            return node
+        node = dict(node) if isinstance(node, dict) else list(node)
+        self._owned[id(node)] = node
+        return node
+
+    def _parent(self, parts: list[str]) -> Any:
+        if isinstance(self.root, dict | list):
+            self.root = self._own(self.root)
+        node = self.root
+        for token in parts[:-1]:
+            if isinstance(node, dict):
+                if token not in node:
+                    raise PatchError(f"missing path segment {token!r}")
+                key: str | int = token
+            elif isinstance(node, list):
+                key = _index(node, token, False)
+            else:
+                raise PatchError(f"cannot traverse into {type(node).__name__}")
+            child = node[key]
+            if isinstance(child, dict | list):
+                child = node[key] = self._own(child)
+            node = child
+        return node
+
+    def add(self, path: str, value: Any) -> None:
+        parts = _parts(path)
+        if not parts:
+            self.root = value
+            return
+        parent = self._parent(parts)
+        last = parts[-1]
+        if isinstance(parent, dict):
+            parent[last] = value
+        elif isinstance(parent, list):
+            parent.insert(_index(parent, last, True), value)
+        else:
+            raise PatchError(f"cannot add to {type(parent).__name__}")
+
+    def remove(self, path: str) -> None:
+        parts = _parts(path)
+        if not parts:
+            raise PatchError("cannot remove the whole document")
+        parent = self._parent(parts)
+        last = parts[-1]
+        if isinstance(parent, dict):
+            if last not in parent:
+                raise PatchError(f"path {path!r} not found")
+            del parent[last]
+        elif isinstance(parent, list):
+            del parent[_index(parent, last, False)]
+        else:
             raise PatchError(f"path {path!r} not found")
-        del parent[last]
-    elif isinstance(parent, list):
-        del parent[_index(parent, last, False)]
-    else:
-        raise PatchError(f"path {path!r} not found")
-    return doc
 
 
 def json_patch(doc: Any, ops: Any) -> Any:
-    """Apply RFC 6902 ``ops`` to a copy of ``doc``."""
+    """Apply RFC 6902 ``ops`` to ``doc`` without changing it: the result shares whatever
+    the operations did not write (callers treat both as immutable)."""
     if not isinstance(ops, list):
         raise PatchError("a JSON patch must be a list of operations")
-    doc = copy.deepcopy(doc)
+    target = _CopyOnWrite(doc)
     for op in ops:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise PatchError(f"malformed operation {op!r}")
         kind, path = op["op"], op["path"]
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op.get("value")))
+            target.add(path, copy.deepcopy(op.get("value")))
         elif kind == "remove":
-            doc = _remove(doc, path)
+            target.remove(path)
         elif kind == "replace":
-            _get(doc, path)
-            doc = _add(_remove(doc, path), path, copy.deepcopy(op.get("value")))
+            _get(target.root, path)
+            target.remove(path)
+            target.add(path, copy.deepcopy(op.get("value")))
         elif kind == "move":
-            value = _get(doc, op["from"])
-            doc = _add(_remove(doc, op["from"]), path, value)
+            value = _get(target.root, op["from"])
+            target.remove(op["from"])
+            target.add(path, value)
         elif kind == "copy":
-            doc = _add(doc, path, copy.deepcopy(_get(doc, op["from"])))
+            target.add(path, copy.deepcopy(_get(target.root, op["from"])))
         elif kind == "test":
-            if _get(doc, path) != op.get("value"):
+            if _get(target.root, path) != op.get("value"):
                 raise PatchError(f"test failed at {path!r}")
         else:
             raise PatchError(f"unknown operation {kind!r}")
-    return doc
+    return target.root
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
