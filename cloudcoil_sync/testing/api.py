@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 import traceback
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import yaml
 
+from ..client import codec
 from . import discovery
 from . import status as st
 from .crud import Req
@@ -52,7 +52,7 @@ def _parse_body(raw: bytes, content_type: str) -> Any:
     try:
         if "yaml" in content_type:
             return yaml.load(raw, Loader=_Loader)
-        return json.loads(raw)
+        return codec.loads(raw)  # strict, as the API server: no NaN, valid UTF-8 only
     except (ValueError, yaml.YAMLError) as exc:
         raise st.bad_request(f"the body of the request could not be decoded: {exc}") from exc
 

@@ -7,12 +7,12 @@ one copy it first. That lets readers serialize without holding the lock for long
 from __future__ import annotations
 
 import bisect
-import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..client import codec
 from .status import expired
 
 __all__ = ["Entry", "Store", "WatchEvent"]
@@ -22,7 +22,8 @@ Key = tuple[str, str]  # (group, plural) storage key
 
 
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact UTF-8 JSON (orjson: every object served is encoded once, then shared)."""
+    return codec.dumps(obj)
 
 
 @dataclass

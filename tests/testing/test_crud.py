@@ -230,6 +230,15 @@ def test_json_patch_operations(client: Client) -> None:
     assert bad.status_code == 422
 
 
+def test_bodies_that_are_not_strict_json_are_refused(client: Client) -> None:
+    headers = {"Content-Type": "application/json"}
+    for raw in (b'{"kind":"ConfigMap","apiVersion":"v1","data":{"a":NaN}}', b'{"a": "\xff"}'):
+        resp = client.request("POST", CM, data=raw, headers=headers)
+        assert resp.status_code == 400, raw
+        assert resp.json()["message"].startswith("the body of the request could not be decoded")
+    assert client.get(CM).json()["items"] == []
+
+
 def test_custom_resource_without_status_subresource_bumps_generation_on_status(
     client: Client,
 ) -> None:
