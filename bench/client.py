@@ -98,7 +98,7 @@ def layer_overhead(n: int = 20000) -> None:
         return fake(prepared.method or "", prepared.url or "")
 
     config = Config("https://127.0.0.1:1", token="t", qps=0)
-    setattr(config.transport.session, "send", fake_send)  # noqa: B010 (stub out HTTP)
+    setattr(config.transport._adapter, "send", fake_send)  # noqa: B010 (stub out HTTP)
     api = config.client(ConfigMap)
     cases: dict[str, Callable[[], Any]] = {
         "bare stub + json": lambda: fake("GET", "u").json(),

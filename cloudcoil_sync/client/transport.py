@@ -311,7 +311,9 @@ class Transport:
         cert: tuple[str, str] | None,
     ) -> requests.Response:
         """``Session.request`` without its per-call merging of session settings that never
-        change here (no cookies, auth or params on the session, ``trust_env`` off)."""
+        change here (no cookies, auth or params on the session, ``trust_env`` off), and
+        straight to the adapter: ``Session.send`` would only add response hooks (none),
+        cookie bookkeeping (the jar refuses every cookie) and redirects (followed here)."""
         session = self.session
         cert = cert or self._cert
         if not self._fast or not url.isascii():
@@ -328,15 +330,21 @@ class Transport:
         prep.body = data
         prep.prepare_content_length(data)
         prep.hooks = requests.hooks.default_hooks()
-        return session.send(
-            prep,
-            timeout=timeout,
-            allow_redirects=True,
-            stream=stream,
-            verify=session.verify,
-            cert=cert if cert is not None else session.cert,
-            proxies=session.proxies,
-        )
+        options: dict[str, Any] = {
+            "timeout": timeout,
+            "stream": stream,
+            "verify": session.verify,
+            "cert": cert if cert is not None else session.cert,
+            "proxies": session.proxies,
+        }
+        resp = self._adapter.send(prep, **options)
+        if resp.is_redirect:
+            history = [resp, *session.resolve_redirects(resp, prep, **options)]
+            resp = history.pop()
+            resp.history = history
+        if not stream:
+            resp.content  # noqa: B018
+        return resp
 
     def request_json(self, method: str, path: str, **kwargs: Any) -> Any:
         """:meth:`request` and decode the JSON body (``TransportError`` if it is not JSON)."""

@@ -271,3 +271,25 @@ def test_per_call_timeouts_override_the_config_defaults(config: Config) -> None:
     first, second = (vars(call.request)["req_kwargs"]["timeout"] for call in responses.calls)
     assert first == (config.transport.connect_timeout, config.transport.timeout)
     assert second == (0.5, 1.5)
+
+
+@responses.activate
+def test_redirects_are_followed_and_cookies_never_kept(config: Config) -> None:
+    responses.get(f"{CM_URL}/a", status=307, headers={"Location": f"{SERVER}/moved/a"})
+    responses.get(
+        f"{SERVER}/moved/a", json=_cm(), headers={"Set-Cookie": "session=s; Domain=api.test"}
+    )
+    responses.patch(f"{CM_URL}/a", status=308, headers={"Location": f"{SERVER}/moved/a"})
+    responses.patch(f"{SERVER}/moved/a", json=_cm())
+    api = config.client(ConfigMap)
+    got = api.get("a")
+    assert got.metadata is not None and got.metadata.name == "a"
+    api.raw.merge_patch("a", {"data": {"k": "v"}})
+    moved = responses.calls[3].request
+    assert (moved.method, moved.url, moved.body) == (
+        "PATCH",
+        f"{SERVER}/moved/a",
+        b'{"data":{"k":"v"}}',  # 308 keeps the method and the body
+    )
+    assert "Cookie" not in moved.headers  # the API server's cookies are refused
+    assert not config.transport.session.cookies

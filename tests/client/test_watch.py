@@ -238,13 +238,13 @@ def test_default_read_timeout_is_above_timeout_seconds(pki: PKI) -> None:
     with FakeAPI(lambda req: Reply(chunks=iter([_bookmark("3")])), pki) as api:
         cfg = Config(api.url, token="t", ca_data=pki.ca.cert_pem)
         seen: dict[str, Any] = {}
-        real = cfg.transport.session.send
+        real = cfg.transport._adapter.send
 
         def spy(*args: Any, **kwargs: Any) -> Any:
             seen.update(kwargs)
             return real(*args, **kwargs)
 
-        cfg.transport.session.send = spy  # type: ignore[method-assign]
+        cfg.transport._adapter.send = spy  # type: ignore[method-assign]
         assert [e.type for e in cfg.client(ConfigMap).watch(timeout_seconds=42)] == ["BOOKMARK"]
         _connect, read = seen["timeout"]
         assert 42 < read <= 60 and seen["stream"] is True
