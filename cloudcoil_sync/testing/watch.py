@@ -121,11 +121,12 @@ def serve(
     start = time.monotonic()
     deadline = start + timeout
     next_bookmark = start + bookmark_interval
+    quiet = False  # the last wait brought nothing: writes, which notice a gone peer, stopped
     while not watch.closing.is_set() and not stopping.is_set():
         now = time.monotonic()
         if now >= deadline:
             return
-        if peer_gone():  # an idle stream whose client left: free the thread now
+        if quiet and peer_gone():  # an idle stream whose client left: free the thread now
             watch.abort = True
             return
         with store.lock:
@@ -134,6 +135,7 @@ def serve(
                 wake = min(deadline, next_bookmark if bookmarks else deadline, now + PEER_CHECK)
                 store.changed.wait(max(0.0, wake - now))
                 events = store.events_after(last)
+            quiet = not events
             if last < store.compacted_rv:
                 # Events this stream had not sent yet were dropped (history overflow or
                 # forget_history): end it with 410 rather than skip them silently.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +12,7 @@ from typing import Any
 
 import pytest
 import requests
+from waiting import wait_until
 
 from cloudcoil_sync.testing import Emulator
 
@@ -228,3 +231,35 @@ def test_open_watch_that_falls_behind_lost_history_gets_410(
     assert [e["type"] for e in events] == ["ERROR"]
     assert events[0]["object"]["code"] == 410
     assert stream.ended.wait(5)
+
+
+def _raw_watch(client: Client, query: str) -> ssl.SSLSocket:
+    """A watch on a bare TLS socket, its response headers read: the test can drop it."""
+    host, port = client.emulator.url.removeprefix("https://").rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(client.ca_file))
+    sock = context.wrap_socket(socket.create_connection((host, int(port)), 5), server_hostname=host)
+    sock.sendall(
+        f"GET {CM}?watch=true&{query} HTTP/1.1\r\nHost: {host}\r\n"
+        f"Authorization: Bearer {client.emulator.admin_token}\r\n\r\n".encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(4096)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return sock
+
+
+def test_a_watch_whose_client_left_is_ended_while_idle_and_while_busy(client: Client) -> None:
+    emulator = client.emulator
+    idle = _raw_watch(client, "labelSelector=none%3Dmatch&timeoutSeconds=60")
+    assert wait_until(lambda: emulator.open_watches == 1, 5)
+    idle.close()  # no event will ever be written to it: only the peer check can notice
+    assert emulator.watches.wait_closed(6.0)
+    busy = _raw_watch(client, "timeoutSeconds=60")
+    assert wait_until(lambda: emulator.open_watches == 1, 5)
+    busy.close()
+    for i in range(50):  # events keep flowing: a failed write ends it
+        client.post(CM, configmap(f"busy-{i}"))
+        if emulator.open_watches == 0:
+            break
+    assert emulator.watches.wait_closed(6.0)
