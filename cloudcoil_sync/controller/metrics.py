@@ -300,12 +300,16 @@ class ControllerMetrics:
         ready: Callable[[], bool],
         unfinished: Callable[[], float],
         longest: Callable[[], float],
+        depth: Callable[[], int],
+        delayed: Callable[[], int],
     ) -> None:
         """Read the controller's live state at each scrape (typically from its WorkQueue)."""
         m, name = self._metrics, self.name
         m.controller_ready.labels(controller=name).set_function(lambda: float(ready()))
         m.unfinished_work.labels(name=name, controller=name).set_function(unfinished)
         m.longest_running.labels(name=name, controller=name).set_function(longest)
+        m.queue_depth.labels(priority="", name=name, controller=name).set_function(depth)
+        m.delayed_keys.labels(controller=name).set_function(delayed)
 
 
 class QueueMetricsRecorder:
@@ -313,14 +317,12 @@ class QueueMetricsRecorder:
 
     def __init__(self, metrics: OperatorMetrics, name: str) -> None:
         labels = {"name": name, "controller": name}
-        self._depth = metrics.queue_depth.labels(priority="", **labels)
         self._adds = metrics.queue_adds.labels(**labels)
         self._retries = metrics.queue_retries.labels(**labels)
         self._queued = metrics.queue_duration.labels(**labels)
         self._worked = metrics.work_duration.labels(**labels)
-        self._delayed = metrics.delayed_keys.labels(controller=name)
-        self._depth.set(0)
-        self._delayed.set(0)
+        metrics.queue_depth.labels(priority="", **labels).set(0)
+        metrics.delayed_keys.labels(controller=name).set(0)
         self._adds.inc(0)
         self._retries.inc(0)
         metrics.unfinished_work.labels(**labels).set(0)
@@ -331,10 +333,6 @@ class QueueMetricsRecorder:
 
     def retried(self) -> None:
         self._retries.inc()
-
-    def sizes(self, depth: int, delayed: int) -> None:
-        self._depth.set(depth)
-        self._delayed.set(delayed)
 
     def queued_for(self, seconds: float) -> None:
         self._queued.observe(seconds)

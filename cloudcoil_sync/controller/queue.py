@@ -28,16 +28,15 @@ class QueueClosed(Exception):
 
 
 class QueueMetrics(Protocol):
-    """Hooks a queue calls (under its lock, so they must be cheap and never block)."""
+    """Hooks a queue calls. The counters run under its lock, so they must be cheap and
+    never block; the durations are reported after the lock is released. Sizes are not
+    pushed: read `pending` and `delayed` when they are wanted (at a scrape)."""
 
     def added(self) -> None:
         """A key became pending (client-go `workqueue_adds_total`)."""
 
     def retried(self) -> None:
         """A key was scheduled with a non-zero delay (`workqueue_retries_total`)."""
-
-    def sizes(self, depth: int, delayed: int) -> None:
-        """Pending keys (ready or dirty while processing) and keys with a pending timer."""
 
     def queued_for(self, seconds: float) -> None:
         """Time a key waited between becoming pending and a worker taking it."""
@@ -51,9 +50,6 @@ class _NoMetrics:
         pass
 
     def retried(self) -> None:
-        pass
-
-    def sizes(self, depth: int, delayed: int) -> None:
         pass
 
     def queued_for(self, seconds: float) -> None:
@@ -117,6 +113,13 @@ class WorkQueue(Generic[K]):
         with self._lock:
             self._release_due(self._clock())
             return len(self._ready)
+
+    @property
+    def pending(self) -> int:
+        """Keys waiting for a pass: ready, or added again while in flight (`workqueue_depth`)."""
+        with self._lock:
+            self._release_due(self._clock())
+            return len(self._dirty)
 
     @property
     def processing(self) -> int:
@@ -189,6 +192,10 @@ class WorkQueue(Generic[K]):
 
     def forget(self, key: K) -> None:
         """Reset the key's failure count (after success or a terminal error)."""
+        if key not in self._retries:
+            # The common case, without the lock every worker shares: a key's count only
+            # changes for the thread holding it (and dict reads are atomic).
+            return
         with self._lock:
             self._retries.pop(key, None)
 
@@ -212,7 +219,8 @@ class WorkQueue(Generic[K]):
                 now = self._clock()
                 self._release_due(now)
                 if self._ready:
-                    return self._take_locked(now)
+                    key, waited = self._take_locked(now)
+                    break
                 if self._closed:
                     raise QueueClosed("The work queue is shut down")
                 wait = self._timers[0][0] - now if self._timers else None
@@ -222,6 +230,9 @@ class WorkQueue(Generic[K]):
                         return None
                     wait = remaining if wait is None else min(wait, remaining)
                 self._available.wait(wait)
+        if waited is not None:
+            self._metrics.queued_for(waited)
+        return key
 
     def done(self, key: K) -> None:
         """Release a key taken with `get`; run it again if it was added meanwhile."""
@@ -229,11 +240,12 @@ class WorkQueue(Generic[K]):
             start = self._processing.pop(key, None)
             if start is None:
                 raise ValueError(f"done() called for {key!r}, which is not being processed")
-            self._metrics.worked_for(max(0.0, self._clock() - start))
+            worked = max(0.0, self._clock() - start)
             if key in self._dirty:
                 self._ready.append(key)
                 self._available.notify()
             self._changed()
+        self._metrics.worked_for(worked)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until nothing is pending, in flight or delayed; False on timeout."""
@@ -310,17 +322,16 @@ class WorkQueue(Generic[K]):
         if released:
             self._changed()
 
-    def _take_locked(self, now: float) -> K:
+    def _take_locked(self, now: float) -> tuple[K, float | None]:
+        """The next ready key, and how long it waited (None if it was not pending)."""
         key = self._ready.popleft()
         self._dirty.discard(key)
         self._processing[key] = now
         since = self._pending_since.pop(key, None)
-        if since is not None:
-            self._metrics.queued_for(max(0.0, now - since))
         if self._ready:
             self._available.notify()
         self._changed()
-        return key
+        return key, None if since is None else max(0.0, now - since)
 
     def _compact_timers(self) -> None:
         # Lazy deletion leaves stale heap entries; rebuild when they dominate.
@@ -334,6 +345,5 @@ class WorkQueue(Generic[K]):
         return not (self._dirty or self._processing or self._delayed)
 
     def _changed(self) -> None:
-        self._metrics.sizes(len(self._dirty), len(self._delayed))
         if self._is_idle():
             self._idle.notify_all()

@@ -254,6 +254,8 @@ class ControllerRuntime:
             ready=lambda: self.ready,
             unfinished=self.queue.unfinished_work_seconds,
             longest=self.queue.longest_running_processor_seconds,
+            depth=lambda: self.queue.pending,
+            delayed=lambda: self.queue.delayed,
         )
         controller.attach(self)
 

@@ -113,6 +113,8 @@ def test_work_queue_feeds_the_workqueue_series() -> None:
         ready=lambda: True,
         unfinished=queue.unfinished_work_seconds,
         longest=queue.longest_running_processor_seconds,
+        depth=lambda: queue.pending,
+        delayed=lambda: queue.delayed,
     )
     queue.add("a")
     queue.add("a")
@@ -133,7 +135,9 @@ def test_work_queue_feeds_the_workqueue_series() -> None:
     assert value(metrics, "workqueue_work_duration_seconds_count", **labels) == 1
     assert value(metrics, "workqueue_work_duration_seconds_sum", **labels) == 2
     assert value(metrics, "workqueue_queue_duration_seconds_sum", **labels) == 0.25
-    assert value(metrics, "workqueue_depth", priority="", **labels) == 1
+    # Sizes are read at the scrape: x's retry (1 s) fell due meanwhile, so it is pending.
+    assert value(metrics, "workqueue_depth", priority="", **labels) == 2
+    assert value(metrics, "cloudcoil_controller_delayed_keys", controller="c") == 0
 
 
 def test_webhook_leader_and_manager_series() -> None:

@@ -23,7 +23,6 @@ class RecordingMetrics:
     def __init__(self) -> None:
         self.adds = 0
         self.retries = 0
-        self.last_sizes = (0, 0)
         self.queued: list[float] = []
         self.worked: list[float] = []
 
@@ -32,9 +31,6 @@ class RecordingMetrics:
 
     def retried(self) -> None:
         self.retries += 1
-
-    def sizes(self, depth: int, delayed: int) -> None:
-        self.last_sizes = (depth, delayed)
 
     def queued_for(self, seconds: float) -> None:
         self.queued.append(seconds)
@@ -389,7 +385,7 @@ def test_metrics_hooks_follow_client_go(clock: FakeClock) -> None:
     queue.add("a")
     queue.add("b")
     assert metrics.adds == 2
-    assert metrics.last_sizes == (2, 0)
+    assert (queue.pending, queue.delayed) == (2, 0)
     clock.advance(2)
     key = queue.get()
     assert metrics.queued == [2.0]
@@ -407,13 +403,13 @@ def test_metrics_hooks_follow_client_go(clock: FakeClock) -> None:
     queue.retry("c")
     queue.add_after("d", 0)
     assert metrics.retries == 1
-    assert metrics.last_sizes == (1, 1)
+    assert (queue.pending, queue.delayed) == (1, 1)
     clock.advance(1)
     assert queue.get() == "d"
     queue.done("d")
     assert queue.get() == "c"
     assert metrics.queued[-1] == 0
-    assert metrics.last_sizes == (0, 0)
+    assert (queue.pending, queue.delayed) == (0, 0)
 
 
 def test_cancelled_timers_do_not_accumulate(queue: WorkQueue[str]) -> None:
