@@ -355,12 +355,6 @@ class WorkerPool:
         self._watchdog: threading.Thread | None = None
 
     @property
-    def active(self) -> int:
-        """Passes in flight."""
-        with self._lock:
-            return len(self._active)
-
-    @property
     def timed_out(self) -> int:
         """Threads still running a pass that outlived `reconcile_timeout`."""
         with self._lock:
@@ -428,20 +422,14 @@ class WorkerPool:
         me = threading.current_thread()
         try:
             while True:
-                with self._lock:
-                    if me in self._retired:
-                        # Back from a stuck pass: leave if a replacement took over.
-                        if len(self._threads - self._retired) >= self._workers:
-                            return
-                        self._retired.discard(me)
+                if me in self._retired and self._replaced(me):
+                    return
                 try:
                     key = self._queue.get()
                 except QueueClosed:
                     return
                 deadline = Deadline(time.monotonic(), key=key)
-                with self._lock:
-                    self._active[me] = deadline
-                    self._lock.notify_all()
+                self._begin(me, deadline)
                 if self._metrics is not None:
                     self._metrics.worker_started()
                 try:
@@ -454,12 +442,7 @@ class WorkerPool:
                     if not deadline.abandoned:
                         self._queue.retry(key)
                 finally:
-                    with self._lock:
-                        deadline.finished = True
-                        abandoned = deadline.abandoned
-                        if not abandoned:
-                            self._active.pop(me, None)
-                    if not abandoned:  # else the watchdog's release settles the key
+                    if self._finish(me, deadline):  # else the watchdog's release settles the key
                         self._queue.done(key)
                         if self._metrics is not None:
                             self._metrics.worker_finished()
@@ -468,6 +451,36 @@ class WorkerPool:
                 self._threads.discard(me)
                 self._retired.discard(me)
                 self._lock.notify_all()
+
+    # Without a reconcile_timeout nothing watches passes in flight, so a pass does not
+    # take the pool's lock at all (it took it three times): every lock all workers share
+    # is a place where they queue behind a holder that is waiting for the GIL.
+
+    def _replaced(self, me: threading.Thread) -> bool:
+        """Back from a stuck pass: True if a replacement took over (this thread leaves)."""
+        with self._lock:
+            if len(self._threads - self._retired) >= self._workers:
+                return True
+            self._retired.discard(me)
+            return False
+
+    def _begin(self, me: threading.Thread, deadline: Deadline) -> None:
+        if self._timeout is None:
+            return
+        with self._lock:
+            self._active[me] = deadline
+            self._lock.notify_all()
+
+    def _finish(self, me: threading.Thread, deadline: Deadline) -> bool:
+        """Mark the pass finished; False if the watchdog abandoned it first."""
+        if self._timeout is None:
+            return True
+        with self._lock:
+            deadline.finished = True
+            if deadline.abandoned:
+                return False
+            self._active.pop(me, None)
+            return True
 
     def _release(self, deadline: Deadline) -> None:
         """Release an abandoned pass's key once no write of it is on the wire."""
