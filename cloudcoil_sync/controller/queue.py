@@ -193,8 +193,9 @@ class WorkQueue(Generic[K]):
     def forget(self, key: K) -> None:
         """Reset the key's failure count (after success or a terminal error)."""
         if key not in self._retries:
-            # The common case, without the lock every worker shares: a key's count only
-            # changes for the thread holding it (and dict reads are atomic).
+            # The common case, without the lock every worker shares. A count is only added
+            # by `retry` from the key's holder (or the releaser of its abandoned pass), not
+            # concurrently with this call for the same pass; dict reads are atomic.
             return
         with self._lock:
             self._retries.pop(key, None)

@@ -121,7 +121,7 @@ def serve(
     start = time.monotonic()
     deadline = start + timeout
     next_bookmark = start + bookmark_interval
-    quiet = False  # the last wait brought nothing: writes, which notice a gone peer, stopped
+    quiet = False  # nothing was written last round: no failed write can reveal a gone peer
     while not watch.closing.is_set() and not stopping.is_set():
         now = time.monotonic()
         if now >= deadline:
@@ -135,7 +135,6 @@ def serve(
                 wake = min(deadline, next_bookmark if bookmarks else deadline, now + PEER_CHECK)
                 store.changed.wait(max(0.0, wake - now))
                 events = store.events_after(last)
-            quiet = not events
             if last < store.compacted_rv:
                 # Events this stream had not sent yet were dropped (history overflow or
                 # forget_history): end it with 410 rather than skip them silently.
@@ -156,6 +155,7 @@ def serve(
                 out.append(_event(type_, view(obj)))
         if out:
             write(b"".join(out))
+        quiet = not out  # other kinds' or namespaces' events do not count
         if bookmarks and time.monotonic() >= next_bookmark:
             meta = {"resourceVersion": str(last), "creationTimestamp": None}
             write(

@@ -6,6 +6,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -255,6 +256,14 @@ def test_a_watch_whose_client_left_is_ended_while_idle_and_while_busy(client: Cl
     assert wait_until(lambda: emulator.open_watches == 1, 5)
     idle.close()  # no event will ever be written to it: only the peer check can notice
     assert emulator.watches.wait_closed(6.0)
+    unrelated = _raw_watch(client, "labelSelector=none%3Dmatch&timeoutSeconds=60")
+    assert wait_until(lambda: emulator.open_watches == 1, 5)
+    unrelated.close()
+    give_up, i = time.monotonic() + 1.0, 0  # under the 2 s idle check: events must not hide it
+    while emulator.open_watches and time.monotonic() < give_up:
+        client.post(CM, configmap(f"other-{i}"))  # events this watch filters out
+        i += 1
+    assert emulator.open_watches == 0
     busy = _raw_watch(client, "timeoutSeconds=60")
     assert wait_until(lambda: emulator.open_watches == 1, 5)
     busy.close()
