@@ -312,8 +312,9 @@ class Transport:
     ) -> requests.Response:
         """``Session.request`` without its per-call merging of session settings that never
         change here (no cookies, auth or params on the session, ``trust_env`` off), and
-        straight to the adapter: ``Session.send`` would only add response hooks (none),
-        cookie bookkeeping (the jar refuses every cookie) and redirects (followed here)."""
+        straight to the adapter mounted for the URL: ``Session.send`` would only add response
+        hooks (none), cookie bookkeeping (the jar refuses every cookie) and redirects
+        (followed here)."""
         session = self.session
         cert = cert or self._cert
         if not self._fast or not url.isascii():
@@ -337,7 +338,7 @@ class Transport:
             "cert": cert if cert is not None else session.cert,
             "proxies": session.proxies,
         }
-        resp = self._adapter.send(prep, **options)
+        resp = session.get_adapter(prep.url or url).send(prep, **options)  # honours mounts
         if resp.is_redirect:
             history = [resp, *session.resolve_redirects(resp, prep, **options)]
             resp = history.pop()

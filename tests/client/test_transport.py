@@ -293,3 +293,20 @@ def test_redirects_are_followed_and_cookies_never_kept(config: Config) -> None:
     )
     assert "Cookie" not in moved.headers  # the API server's cookies are refused
     assert not config.transport.session.cookies
+
+
+def test_adapters_mounted_on_the_session_are_used(config: Config) -> None:
+    seen: list[str] = []
+
+    class Recording(requests.adapters.HTTPAdapter):
+        def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+            seen.append(str(request.url))
+            resp = requests.Response()
+            resp.status_code, resp._content = 200, json.dumps(_cm("special")).encode()
+            resp.url, resp.request = str(request.url), request
+            return resp
+
+    config.transport.session.mount(f"{CM_URL}/special", Recording())
+    got = config.client(ConfigMap).get("special")
+    assert got.metadata is not None and got.metadata.name == "special"
+    assert seen == [f"{CM_URL}/special"]
