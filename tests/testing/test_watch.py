@@ -245,7 +245,9 @@ def _raw_watch(client: Client, query: str) -> ssl.SSLSocket:
     )
     head = b""
     while b"\r\n\r\n" not in head:
-        head += sock.recv(4096)
+        chunk = sock.recv(4096)  # the socket's 5 s timeout bounds each read
+        assert chunk, f"the emulator closed the watch before its headers: {head!r}"
+        head += chunk
     assert head.startswith(b"HTTP/1.1 200"), head
     return sock
 
