@@ -44,17 +44,21 @@ def _index(container: list[Any], token: str, adding: bool) -> int:
     return idx
 
 
+def _step(node: Any, token: str) -> str | int:
+    """The key of `node` that path segment `token` names (it must exist)."""
+    if isinstance(node, dict):
+        if token not in node:
+            raise PatchError(f"missing path segment {token!r}")
+        return token
+    if isinstance(node, list):
+        return _index(node, token, False)
+    raise PatchError(f"cannot traverse into {type(node).__name__}")
+
+
 def _parent(doc: Any, parts: list[str]) -> Any:
     node = doc
     for token in parts[:-1]:
-        if isinstance(node, dict):
-            if token not in node:
-                raise PatchError(f"missing path segment {token!r}")
-            node = node[token]
-        elif isinstance(node, list):
-            node = node[_index(node, token, False)]
-        else:
-            raise PatchError(f"cannot traverse into {type(node).__name__}")
+        node = node[_step(node, token)]
     return node
 
 
@@ -94,14 +98,7 @@ class _CopyOnWrite:
             self.root = self._own(self.root)
         node = self.root
         for token in parts[:-1]:
-            if isinstance(node, dict):
-                if token not in node:
-                    raise PatchError(f"missing path segment {token!r}")
-                key: str | int = token
-            elif isinstance(node, list):
-                key = _index(node, token, False)
-            else:
-                raise PatchError(f"cannot traverse into {type(node).__name__}")
+            key = _step(node, token)
             child = node[key]
             if isinstance(child, dict | list):
                 child = node[key] = self._own(child)
