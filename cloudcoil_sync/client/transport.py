@@ -70,26 +70,32 @@ class _Adapter(requests.adapters.HTTPAdapter):
     """HTTPAdapter that can verify the server under another name (kubeconfig
     ``tls-server-name``): SNI and hostname check use it instead of the URL's host.
 
-    Requests made with the configured ``verify`` and no client certificate use one
-    prebuilt SSL context (stock requests stats the CA path on every request) and, with no
-    proxy, the connection pool found for their host the first time (stock requests
-    re-derives proxy settings and the pool key on every request).
+    Requests made with the configured ``verify`` use an SSL context built once per client
+    certificate (stock requests stats the CA path and the certificate files on every
+    request) and, with no proxy, the connection pool found for their host and certificate
+    the first time (stock requests re-derives proxy settings and the pool key on every
+    request). Credentials that rotate (exec plugins) arrive as new file paths, so a
+    context is never stale; the last few are kept.
     """
+
+    _MAX_CERT_CONTEXTS = 4
 
     def __init__(self, tls_server_name: str | None, verify: bool | str, **kwargs: Any) -> None:
         self._tls_server_name = tls_server_name
         self._verify = verify
         self._context = _ca_context(verify)
-        self._pools: dict[tuple[str, str], Any] = {}
+        self._cert_contexts: dict[tuple[str, str], ssl.SSLContext] = {}
+        self._contexts_lock = threading.Lock()
+        self._pools: dict[tuple[str, str, Any], Any] = {}
         super().__init__(**kwargs)
 
     def get_connection_with_tls_context(
         self, request: requests.PreparedRequest, verify: Any, proxies: Any = None, cert: Any = None
     ) -> Any:
-        if proxies or not self._prebuilt(verify, cert):
+        if proxies or self._prebuilt(verify, cert) is None:
             return super().get_connection_with_tls_context(request, verify, proxies, cert)
         url = urlsplit(request.url or "")
-        key = (url.scheme, url.netloc)
+        key = (url.scheme, url.netloc, cert)
         pool = self._pools.get(key)
         if pool is None or pool.pool is None:  # first use, or closed (adapter closed)
             pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
@@ -112,21 +118,51 @@ class _Adapter(requests.adapters.HTTPAdapter):
             kwargs["assert_hostname"] = self._tls_server_name
         super().init_poolmanager(*args, **kwargs)
 
-    def _prebuilt(self, verify: Any, cert: Any) -> bool:
-        return self._context is not None and cert is None and verify == self._verify
+    def _prebuilt(self, verify: Any, cert: Any) -> ssl.SSLContext | None:
+        """The prebuilt context for these settings, or None where stock requests decides."""
+        if self._context is None or verify != self._verify:
+            return None
+        if cert is None:
+            return self._context
+        if not isinstance(cert, tuple) or len(cert) != 2:
+            return None  # a combined PEM path: rare, left to requests
+        context = self._cert_contexts.get(cert)
+        if context is None:
+            context = self._cert_context(cert)
+        return context
+
+    def _cert_context(self, cert: tuple[str, str]) -> ssl.SSLContext:
+        with self._contexts_lock:
+            context = self._cert_contexts.get(cert)
+            if context is not None:
+                return context
+            context = _ca_context(self._verify)
+            assert context is not None
+            try:
+                context.load_cert_chain(*cert)
+            except (OSError, ssl.SSLError) as error:
+                raise requests.exceptions.SSLError(
+                    f"cannot load the client certificate {cert[0]} and key {cert[1]}: {error}"
+                ) from error
+            while len(self._cert_contexts) >= self._MAX_CERT_CONTEXTS:
+                self._cert_contexts.pop(next(iter(self._cert_contexts)))
+            self._cert_contexts[cert] = context
+            return context
 
     def build_connection_pool_key_attributes(
         self, request: requests.PreparedRequest, verify: Any, cert: Any = None
     ) -> Any:  # requests' own return types are private
-        if not self._prebuilt(verify, cert):
+        context = self._prebuilt(verify, cert)
+        if context is None:
             return super().build_connection_pool_key_attributes(request, verify, cert)
         url = urlsplit(request.url or "")
         host = {"scheme": url.scheme.lower(), "host": url.hostname, "port": url.port}
-        return host, {"cert_reqs": "CERT_REQUIRED", "ssl_context": self._context}
+        return host, {"cert_reqs": "CERT_REQUIRED", "ssl_context": context}
 
     def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
-        if self._prebuilt(verify, cert) and url.lower().startswith("https"):
-            conn.cert_reqs = "CERT_REQUIRED"  # CA already in the pool's ssl_context
+        if url.lower().startswith("https") and self._prebuilt(verify, cert) is not None:
+            # CA and client certificate are already in the pool's ssl_context.
+            conn.cert_reqs = "CERT_REQUIRED"
             return
         super().cert_verify(conn, url, verify, cert)
 

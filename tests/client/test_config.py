@@ -465,3 +465,36 @@ def test_unreachable_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) ->
         with pytest.raises(TransportError, match=f"cannot connect to https://127.0.0.1:{port}"):
             cfg.client(ConfigMap).create(CM)
         assert backoffs == [0, 1]  # never sent, so even a POST is retried
+
+
+def test_client_certificate_loaded_once_not_per_request(
+    api: FakeAPI, pki: PKI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crt = _write(tmp_path / "c.crt", pki.client.cert_pem.decode())
+    key = _write(tmp_path / "c.key", pki.client.key_pem.decode())
+    ca = _write(tmp_path / "ca.crt", pki.ca.cert_pem.decode())
+    with Config(api.url, ca_file=ca, client_cert_file=crt, client_key_file=key) as cfg:
+        client = cfg.client(ConfigMap)
+        client.get("a")
+        looked: list[str] = []
+        real_exists, real_isdir = os.path.exists, os.path.isdir
+        monkeypatch.setattr(os.path, "exists", lambda p: looked.append(str(p)) or real_exists(p))
+        monkeypatch.setattr(os.path, "isdir", lambda p: looked.append(str(p)) or real_isdir(p))
+        for _ in range(5):
+            client.get("a")
+        monkeypatch.undo()
+        assert looked == [], f"requests looked at the filesystem per request: {looked}"
+        assert cfg.transport.pool_stats()["connections"] == 1
+    assert all(r.client_cert is not None for r in api.requests[-6:])
+
+
+def test_unreadable_client_certificate_is_a_clear_transport_error(
+    api: FakeAPI, pki: PKI, tmp_path: Path
+) -> None:
+    crt = _write(tmp_path / "c.crt", pki.client.cert_pem.decode())
+    key = _write(tmp_path / "c.key", pki.client.key_pem.decode())
+    ca = _write(tmp_path / "ca.crt", pki.ca.cert_pem.decode())
+    with Config(api.url, ca_file=ca, client_cert_file=crt, client_key_file=key) as cfg:
+        key.write_text("not a key")
+        with pytest.raises(TransportError, match="client certificate"):
+            cfg.client(ConfigMap).get("a")
