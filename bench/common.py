@@ -112,7 +112,8 @@ def _serve() -> None:
     """Run the emulator; answer one JSON command per stdin line; stop at EOF."""
     from cloudcoil_sync.testing import Emulator
 
-    emu = Emulator(history_size=200_000, log_size=200_000).start()
+    latency = os.environ.get("CC_BENCH_LATENCY") or None  # a profile of testing/latency.py
+    emu = Emulator(history_size=200_000, log_size=200_000, latency=latency).start()
     rt = emu.registry.by_kind("v1", "ConfigMap")
     assert rt is not None
     print(
@@ -153,13 +154,16 @@ def _serve() -> None:
 class EmulatorProcess:
     """The emulator child plus its credentials as files (CA, kubeconfig) for other children."""
 
-    def __init__(self) -> None:
+    def __init__(self, latency: str | None = None) -> None:
+        env = {**os.environ, "CC_BENCH_LATENCY": latency or ""}
+        self.latency = latency
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), "--serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             cwd=ROOT,
+            env=env,
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

@@ -101,7 +101,9 @@ def child_cloudcoil(namespace: str, workers: int) -> None:
 
     logs.configure("INFO", "text")
     config = Config.from_kubeconfig(None, None, namespace=namespace)
-    app = Application("bench", namespace=namespace, config=config)
+    # --leader-election: as the seed's example runs (a Lease per run's namespace, none yet).
+    leader = os.environ.get("CC_BENCH_LEADER") == "1"
+    app = Application("bench", namespace=namespace, config=config, leader_election=leader)
     configs = app.controller(ConfigMap, label_selector=f"{LABEL}=true", workers=workers)
 
     @configs.reconcile()
@@ -357,6 +359,7 @@ def measure(
 ) -> dict[str, Any]:
     child = Child(emu, name, namespace, workers)
     try:
+        first = wait_converged(emu, child, namespace, 1)
         converged = wait_converged(emu, child, namespace, count)
         note(f"{name}: converged in {converged - child.started:.2f}s; waiting for idle")
         cpu_converged = cpu_seconds(child.pid)
@@ -399,6 +402,7 @@ def measure(
         "workers": workers,
         "startup_s": round(child.started - child.spawned, 3),
         "import_cpu_s": round(child.import_cpu, 3),
+        "first_object_s": round(first - child.started, 3),
         "converge_s": round(seconds, 3),
         "objects_per_s": round(count / seconds, 1),
         "cpu_converge_s": round(cpu_converged - child.import_cpu, 3),
@@ -447,6 +451,7 @@ def bench(
     large: list[int] | None = None,
     repeats: int | None = None,
     kubeconfig: str | None = None,
+    latency: str | None = None,
 ) -> dict[str, Any]:
     """Every N in `counts` with every worker count; every N in `large` with `workers[0]`.
 
@@ -459,7 +464,7 @@ def bench(
     plan = [(count, workers) for count in counts] + [(n, workers[:1]) for n in large or []]
     for count, pool_sizes in plan:
         runs = repeats or (SHORT_REPEATS if count <= SHORT_N else 1)
-        with open_target(kubeconfig) as emu:  # one per N, shared by the contenders
+        with open_target(kubeconfig, latency) as emu:  # one per N, shared by the contenders
             for size in pool_sizes:
                 cell: dict[str, list[dict[str, Any]]] = {name: [] for name in contenders}
                 for run in range(runs):
@@ -474,24 +479,26 @@ def bench(
     load.append(machine()["loadavg"])
     return {
         "machine": machine(),
-        "api_server": describe_target(kubeconfig),
+        "api_server": describe_target(kubeconfig, latency),
         "loadavg_before_after": load,
         "results": results,
         "growth": growth(results),
     }
 
 
-def open_target(kubeconfig: str | None) -> contextlib.closing[Target]:
-    """A fresh emulator child, or the cluster of `kubeconfig`; closed on leaving `with`."""
+def open_target(kubeconfig: str | None, latency: str | None) -> contextlib.closing[Target]:
+    """A fresh emulator child (with a latency profile), or the cluster of `kubeconfig`."""
     if kubeconfig is None:
-        return contextlib.closing(EmulatorProcess())
+        return contextlib.closing(EmulatorProcess(latency))
     from cluster import ClusterTarget
 
     return contextlib.closing(ClusterTarget(kubeconfig))
 
 
-def describe_target(kubeconfig: str | None) -> str:
-    return f"cluster of {kubeconfig}" if kubeconfig else "emulator (bench/common.py --serve)"
+def describe_target(kubeconfig: str | None, latency: str | None = None) -> str:
+    if kubeconfig:
+        return f"cluster of {kubeconfig}"
+    return f"emulator (bench/common.py --serve, latency={latency or 'none'})"
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -538,15 +545,16 @@ def converge_times(r: dict[str, Any]) -> str:
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| N | workers | contender | converge s | obj/s | CPU s | CPU ms/obj | peak RSS MB"
+        "| N | workers | contender | first object s | converge s | obj/s | CPU s | CPU ms/obj"
+        " | peak RSS MB"
         " | RSS over imports MB | writes/obj | p50 ms | p99 ms | obj/s vs floor | CPU vs floor"
         " | CPU vs kopf | RSS vs kopf | RSS over imports vs kopf | load |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in sorted(results, key=lambda r: (r["count"], r["workers"])):
         vs_floor = r.get("converge_s_vs_floor")
         lines.append(
-            f"| {r['count']} | {r['workers']} | {r['contender']} "
+            f"| {r['count']} | {r['workers']} | {r['contender']} | {r.get('first_object_s', '')} "
             f"| {r['converge_s']}{converge_times(r)} "
             f"| {r['objects_per_s']} "
             f"| {r['cpu_total_s']}{'' if r.get('idle_reached', True) else ' (not idle)'} "
@@ -580,6 +588,12 @@ def main() -> None:
     where.add_argument(
         "--emulator", action="store_true", help="use the emulator even if KUBECONFIG is set"
     )
+    parser.add_argument(
+        "--latency", help="emulator latency profile (testing/latency.py), e.g. kube-apiserver-1.32"
+    )
+    parser.add_argument(
+        "--leader-election", action="store_true", help="cloudcoil runs with leader_election=True"
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -590,10 +604,21 @@ def main() -> None:
     large = [20000] if args.large and 20000 not in counts else []
     workers = [int(w) for w in args.workers.split(",") if w]
     kubeconfig = None if args.emulator else args.kubeconfig
+    if args.latency and kubeconfig:
+        raise SystemExit("--latency models a server for the emulator; use it with --emulator")
+    if args.leader_election:
+        os.environ["CC_BENCH_LEADER"] = "1"  # inherited by the cloudcoil children
     if kubeconfig:
         note(f"against the cluster of {kubeconfig}: namespaces ccb-* are created and deleted")
     report = bench(
-        counts, workers, args.samples, args.contenders.split(","), large, args.repeats, kubeconfig
+        counts,
+        workers,
+        args.samples,
+        args.contenders.split(","),
+        large,
+        args.repeats,
+        kubeconfig,
+        args.latency,
     )
     print(table(report["results"]))
     if args.json:

@@ -56,20 +56,27 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   objects and the port, cuts connections and, by default, forgets the watch history.
 - Paginated lists read the objects after the continue key at the time of each page (no
   snapshot across pages); the reported resourceVersion is the first page's.
+- Answers come in microseconds unless ``Emulator(latency="kube-apiserver-1.32")`` adds the
+  per-verb service times and the concurrency of a real API server (``latency.py``): sleeps,
+  not CPU, so an operator's own CPU competes with nothing it would compete with on a real
+  control plane sharing its machine.
 """
 
 from .api import LogEntry
 from .emulator import Emulator
 from .faults import Faults, InjectedFault
 from .hooks import AdmissionHook, StoreObserver
+from .latency import PROFILES, LatencyModel
 from .status import ApiError
 
 __all__ = [
+    "PROFILES",
     "AdmissionHook",
     "ApiError",
     "Emulator",
     "Faults",
     "InjectedFault",
+    "LatencyModel",
     "LogEntry",
     "StoreObserver",
 ]

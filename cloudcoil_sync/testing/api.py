@@ -242,14 +242,23 @@ def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
     if verb == "watch":
         _watch(emu, ex, req)
         return
+    slots = emu.latency
     if verb == "list":
-        ex.respond(200, objects.list_body(req))
+        listed = objects.list_body(req)
+        if slots is not None:
+            slots.serve(verb, len(listed))
+        ex.respond(200, listed)
         return
     if verb == "get":
-        ex.respond(200, _encode(emu, req, objects.get(req)))
+        got = _encode(emu, req, objects.get(req))
+        if slots is not None:
+            slots.serve(verb)
+        ex.respond(200, got)
         return
     if req.subresource and verb in ("create", "delete", "deletecollection"):
         raise st.method_not_allowed()
+    if slots is not None:
+        slots.serve(verb)  # before the write: its watch event leaves when it is answered
     if verb in ("create", "update", "patch", "delete"):
         emu.admit(verb, req)
     if verb == "create":

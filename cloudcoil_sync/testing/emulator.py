@@ -19,6 +19,7 @@ from .crud import Objects, Req
 from .faults import Faults
 from .hooks import AdmissionHook
 from .http import Exchange, HTTPServer
+from .latency import LatencyModel, ServiceSlots, latency_model
 from .rbac import Authorizer
 from .resources import Registry, ResourceType
 from .rollout import RolloutMode, RolloutSimulator
@@ -51,6 +52,7 @@ class Emulator:
         port: int = 0,
         log_size: int = 100_000,
         deployments: RolloutMode | None = None,
+        latency: str | LatencyModel | None = None,
     ) -> None:
         self.tls = tls
         self.host = host
@@ -64,6 +66,9 @@ class Emulator:
         self.controllers = Controllers(self.store, self.objects, self.registry)
         self.watches = WatchRegistry(self.store)
         self.faults = Faults()
+        # Service times of a real API server (latency.py); None answers at once.
+        model = latency_model(latency)
+        self.latency = ServiceSlots(model) if model is not None else None
         self.stopping = threading.Event()
         # Admission webhooks (admission.py): creates/updates via Objects, deletes via the hook.
         self.webhooks = WebhookCaller(self.store)
