@@ -104,7 +104,8 @@ def child_cloudcoil(namespace: str, workers: int) -> None:
     # --leader-election: as the seed's example runs (a Lease per run's namespace, none yet).
     leader = os.environ.get("CC_BENCH_LEADER") == "1"
     app = Application("bench", namespace=namespace, config=config, leader_election=leader)
-    configs = app.controller(ConfigMap, label_selector=f"{LABEL}=true", workers=workers)
+    options = {"workers": workers} if workers else {}  # 0: the framework's default
+    configs = app.controller(ConfigMap, label_selector=f"{LABEL}=true", **options)
 
     @configs.reconcile()
     def reconcile(cm: ConfigMap) -> ConfigMap:
@@ -130,8 +131,9 @@ def child_kopf(namespace: str, workers: int) -> None:
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False  # kopf would post an Event per handler run, unlimited
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage()
-        settings.execution.executor = concurrent.futures.ThreadPoolExecutor(workers)
-        settings.execution.max_workers = workers
+        if workers:  # 0: kopf's own defaults (a ThreadPoolExecutor of min(32, cores + 4))
+            settings.execution.executor = concurrent.futures.ThreadPoolExecutor(workers)
+            settings.execution.max_workers = workers
 
     @kopf.on.resume("configmaps", labels=labels)
     @kopf.on.create("configmaps", labels=labels)
@@ -150,6 +152,7 @@ def child_floor(namespace: str, workers: int) -> None:
 
     from cluster import raw_session
 
+    workers = workers or 16  # 0 ("defaults"): the floor has none; 16 threads, as in issue 16
     session, url = raw_session(os.environ["KUBECONFIG"], pool=workers + 2)
     patch_headers = {"Content-Type": "application/merge-patch+json"}
     base = f"{url}/api/v1/namespaces/{namespace}/configmaps"
@@ -572,7 +575,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="1000,5000")
     parser.add_argument("--large", action="store_true", help="also N=20000")
-    parser.add_argument("--workers", default="4", help="comma-separated worker counts")
+    parser.add_argument(
+        "--workers",
+        default="4",
+        help="comma-separated worker counts; 0: each contender's default (floor: 16 threads)",
+    )
     parser.add_argument("--samples", type=int, default=200, help="latency samples (0: none)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument(

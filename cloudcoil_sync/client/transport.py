@@ -6,6 +6,7 @@ proxies are passed explicitly (kubeconfig ``proxy-url``, else ``HTTPS_PROXY``/``
 
 from __future__ import annotations
 
+import functools
 import http.cookiejar
 import json
 import os
@@ -94,8 +95,7 @@ class _Adapter(requests.adapters.HTTPAdapter):
     ) -> Any:
         if proxies or self._prebuilt(verify, cert) is None:
             return super().get_connection_with_tls_context(request, verify, proxies, cert)
-        url = urlsplit(request.url or "")
-        key = (url.scheme, url.netloc, cert)
+        key = (*_origin(request.url or ""), cert)
         pool = self._pools.get(key)
         if pool is None or pool.pool is None:  # first use, or closed (adapter closed)
             pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
@@ -155,9 +155,22 @@ class _Adapter(requests.adapters.HTTPAdapter):
         context = self._prebuilt(verify, cert)
         if context is None:
             return super().build_connection_pool_key_attributes(request, verify, cert)
-        url = urlsplit(request.url or "")
-        host = {"scheme": url.scheme.lower(), "host": url.hostname, "port": url.port}
-        return host, {"cert_reqs": "CERT_REQUIRED", "ssl_context": context}
+        host = _pool_host(*_origin(request.url or ""))
+        return dict(host), {"cert_reqs": "CERT_REQUIRED", "ssl_context": context}
+
+    def build_response(self, req: requests.PreparedRequest, resp: Any) -> requests.Response:
+        """As requests builds it, without collecting cookies: the session refuses them all."""
+        response = requests.Response()
+        response.status_code = resp.status
+        response.headers = requests.structures.CaseInsensitiveDict(resp.headers)
+        response.encoding = requests.utils.get_encoding_from_headers(response.headers)
+        response.raw = resp
+        response.reason = resp.reason
+        url = req.url or ""
+        response.url = url.decode("utf-8") if isinstance(url, bytes) else url
+        response.request = req
+        response.connection = self
+        return response
 
     def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
         if url.lower().startswith("https") and self._prebuilt(verify, cert) is not None:
@@ -165,6 +178,19 @@ class _Adapter(requests.adapters.HTTPAdapter):
             conn.cert_reqs = "CERT_REQUIRED"
             return
         super().cert_verify(conn, url, verify, cert)
+
+
+def _origin(url: str) -> tuple[str, str]:
+    """(scheme, netloc) of an absolute URL, without a full parse per request."""
+    scheme, _, rest = url.partition("://")
+    return scheme.lower(), rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _pool_host(scheme: str, netloc: str) -> tuple[tuple[str, Any], ...]:
+    """urllib3's pool key fields for an origin (few per client, so cached)."""
+    url = urlsplit(f"{scheme}://{netloc}")
+    return (("scheme", scheme), ("host", url.hostname), ("port", url.port))
 
 
 def _ca_context(verify: bool | str) -> ssl.SSLContext | None:

@@ -310,3 +310,26 @@ def test_adapters_mounted_on_the_session_are_used(config: Config) -> None:
     got = config.client(ConfigMap).get("special")
     assert got.metadata is not None and got.metadata.name == "special"
     assert seen == [f"{CM_URL}/special"]
+
+
+@pytest.mark.parametrize(
+    ("url", "origin", "host", "port"),
+    [
+        (
+            "https://127.0.0.1:6443/api/v1/pods?watch=1",
+            ("https", "127.0.0.1:6443"),
+            "127.0.0.1",
+            6443,
+        ),
+        ("HTTPS://[::1]:8443/apis", ("https", "[::1]:8443"), "::1", 8443),
+        ("http://kube.example?x=1", ("http", "kube.example"), "kube.example", None),
+        ("https://kube.example#frag", ("https", "kube.example"), "kube.example", None),
+    ],
+)
+def test_pool_key_from_the_origin_matches_urlsplit(
+    url: str, origin: tuple[str, str], host: str, port: int | None
+) -> None:
+    from cloudcoil_sync.client.transport import _origin, _pool_host
+
+    assert _origin(url) == origin
+    assert dict(_pool_host(*origin)) == {"scheme": origin[0], "host": host, "port": port}
