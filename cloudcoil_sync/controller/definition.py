@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Controller", "ControllerRuntime", "Owned", "Watched"]
 
+# Four, where cloudcoil 0.8 and controller-runtime have one: a pass waits milliseconds for
+# each API write on a real server, so one thread reconciles ~100 objects/s at best, less than
+# kopf's default concurrency. Passes still never overlap for one key.
+DEFAULT_WORKERS = 4
+
 T = TypeVar("T", bound=Resource)
 U = TypeVar("U", bound=Resource)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -123,7 +128,7 @@ class Controller(Generic[T]):
         namespace: str | None = None,
         all_namespaces: bool = False,
         label_selector: str | None = None,
-        workers: int = 1,
+        workers: int = DEFAULT_WORKERS,
         resync_period: float = 300,
         sync_timeout: float = 30,
         shutdown_timeout: float = 10,

@@ -232,7 +232,7 @@ def test_stuck_handler_is_bounded_by_reconcile_timeout(
 ) -> None:
     release = threading.Event()
     calls = Calls()
-    controller: Controller[ConfigMap] = Controller(ConfigMap, reconcile_timeout=0.3)
+    controller: Controller[ConfigMap] = Controller(ConfigMap, reconcile_timeout=0.3, workers=1)
 
     @controller.reconcile()
     def sometimes_stuck(cm: ConfigMap) -> ConfigMap:
