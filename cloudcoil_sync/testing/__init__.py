@@ -39,7 +39,8 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   except for a few kinds (bindings, componentstatuses, namespaces, reviews); aggregated
   discovery (v2) is served for /api and /apis. Subresources served: status, scale, finalize.
 - Authentication is by bearer token only: the admin token bypasses authorization; other tokens
-  come from ``add_token``/``service_account_token``. RBAC is evaluated from the stored Roles,
+  come from ``add_token``/``service_account_token`` or a ServiceAccount's TokenRequest
+  (opaque, never expiring: see ``tokens.py``). RBAC is evaluated from the stored Roles,
   ClusterRoles and bindings (aggregated ClusterRoles are not expanded); discovery, /version and
   health endpoints are open to every authenticated user.
 - Admission webhooks registered by Mutating/ValidatingWebhookConfigurations are called over
@@ -54,6 +55,8 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
 - An idle watch notices a departed client within ~2 s (a readable socket during a stream is
   taken as the client closing: clients send nothing while watching); ``restart()`` keeps the
   objects and the port, cuts connections and, by default, forgets the watch history.
+- ``python -m cloudcoil_sync.testing serve`` serves one emulator for kubectl and the operator
+  CLI, with an admin kubeconfig and an optional state file (``serve.py``, ``state.py``).
 - Paginated lists read the objects after the continue key at the time of each page (no
   snapshot across pages); the reported resourceVersion is the first page's.
 """

@@ -18,6 +18,7 @@ from .http import Exchange
 from .rbac import Attributes, User
 from .resources import ResourceType
 from .store import dumps
+from .tokens import token_request
 from .watch import Watch, serve
 
 if TYPE_CHECKING:
@@ -49,6 +50,13 @@ class Route:
 def _parse_body(raw: bytes, content_type: str) -> Any:
     if not raw:
         return None
+    if "protobuf" in content_type:  # kube answers so for kinds without protobuf (CRDs)
+        raise st.ApiError(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: "
+            "application/json, application/yaml (the emulator does not decode protobuf)",
+        )
     try:
         if "yaml" in content_type:
             return yaml.load(raw, Loader=_Loader)
@@ -235,8 +243,12 @@ def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], use
 
 def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
     objects = emu.objects
-    if req.subresource == "scale":
-        status, result = emu.scale(verb, req)
+    if req.subresource in ("scale", "token"):
+        if req.subresource == "token" and verb != "create":
+            raise st.method_not_allowed()
+        status, result = (
+            emu.scale(verb, req) if req.subresource == "scale" else token_request(emu, req)
+        )
         ex.respond(status, dumps(result))
         return
     if verb == "watch":
