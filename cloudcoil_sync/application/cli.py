@@ -1,4 +1,5 @@
-"""The operator's command line (click): ``manifests``, ``install``, ``uninstall``, ``run``.
+"""The operator's command line (click): ``manifests``, ``install``, ``uninstall``, ``run``,
+``certs``.
 
 ``Application.main(argv)`` calls :func:`main`. ``manifests`` lives here; every other command
 lives in its own module, imported only when that command runs, so ``manifests`` never imports
@@ -47,6 +48,7 @@ COMMAND_MODULES = {
     "install": "cloudcoil_sync.application.install",
     "uninstall": "cloudcoil_sync.application.uninstall",
     "run": "cloudcoil_sync.application.run_cli",
+    "certs": "cloudcoil_sync.application.certs_cli",
 }
 CA_ENV = "CLOUDCOIL_WEBHOOK_CA_FILE"
 USAGE_EXIT = 2
