@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +77,8 @@ def install(
     replicas: int = 1,
     include_webhooks: bool = True,
     ca_bundle: bytes | None = None,
+    requests: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
     timeout: float = 120.0,
     force: bool = False,
     dry_run: bool = False,
@@ -103,6 +105,8 @@ def install(
         replicas=replicas,
         include_webhooks=include_webhooks,
         ca_bundle=ca_bundle,
+        requests=requests,
+        limits=limits,
     )
     crds = [d for d in documents if d["kind"] == CRD_KIND]
     ordered = crds + [d for d in documents if d["kind"] != CRD_KIND]
