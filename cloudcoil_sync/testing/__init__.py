@@ -37,7 +37,11 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   protobuf, no field selectors beyond equality on simple paths.
 - Discovery lists the kinds of the client's REST table plus CRDs; verbs are the standard eight
   except for a few kinds (bindings, componentstatuses, namespaces, reviews); aggregated
-  discovery (v2) is served for /api and /apis. Subresources served: status, scale, finalize.
+  discovery (v2) is served for /api and /apis. Subresources served: status, scale, finalize,
+  serviceaccounts/token.
+- For kubectl: OpenAPI v3 documents generated from the served types (CRD schemas; built-in
+  kinds only typed at the top, see ``openapi.py``; no OpenAPI v2) and server-side tables
+  (CRD printer columns; built-in kinds Name and Age only, see ``tables.py``), also on watches.
 - Authentication is by bearer token only: the admin token bypasses authorization; other tokens
   come from ``add_token``/``service_account_token`` or a ServiceAccount's TokenRequest
   (opaque, never expiring: see ``tokens.py``). RBAC is evaluated from the stored Roles,

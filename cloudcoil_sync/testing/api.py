@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import yaml
 
 from ..client import codec
-from . import discovery
+from . import discovery, openapi, tables
 from . import status as st
 from .crud import Req
 from .http import Exchange
@@ -129,6 +129,12 @@ def _discovery(emu: Emulator, ex: Exchange, parts: list[str]) -> bool:
             body, ctype = discovery.aggregated(emu.registry, core=False), discovery.AGGREGATED
         else:
             body = discovery.group_list(emu.registry)
+    elif parts[0] == "openapi" and parts[1:2] == ["v3"]:
+        body = (
+            openapi.index(emu.registry, emu.store)
+            if len(parts) == 2
+            else openapi.document(emu.registry, emu.store, "/".join(parts[2:]))
+        )
     elif len(parts) == 2 and parts[0] == "api":
         body = discovery.resource_list(emu.registry, "", parts[1])
     elif len(parts) == 3 and parts[0] == "apis":
@@ -254,6 +260,10 @@ def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
     if verb == "watch":
         _watch(emu, ex, req)
         return
+    table = tables.wants_table(ex.headers.get("Accept", "")) if verb in ("list", "get") else None
+    if table is not None:
+        ex.respond(200, dumps(_table(emu, req, verb, table)))
+        return
     if verb == "list":
         ex.respond(200, objects.list_body(req))
         return
@@ -275,6 +285,19 @@ def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
     else:
         status, result = 200, objects.delete_collection(req)
     ex.respond(status, _encode(emu, req, result))
+
+
+def _table(emu: Emulator, req: Req, verb: str, api_version: str) -> JSON:
+    if verb == "get":
+        found = [emu.objects.get(req)]
+        meta: JSON = {"resourceVersion": found[0]["metadata"].get("resourceVersion", "")}
+    else:
+        listed = codec.loads(emu.objects.list_body(req))
+        meta = listed["metadata"]
+        typed = {"kind": req.rt.kind, "apiVersion": req.rt.api_version}
+        found = [{**typed, **item} for item in listed["items"]]
+    include = req.query.get("includeObject") or "Metadata"
+    return tables.table(req.rt, found, meta, emu.store, api_version, include)
 
 
 def _encode(emu: Emulator, req: Req, result: JSON) -> bytes:
@@ -299,8 +322,12 @@ def _watch(emu: Emulator, ex: Exchange, req: Req) -> None:
         raise st.bad_request(f"invalid watch parameters: {exc}") from exc
     watch = Watch(req.rt, req.namespace)
     emu.watches.add(watch)
+    as_table = tables.wants_table(ex.headers.get("Accept", ""))
     try:
         write = ex.start_stream()
+        if as_table is not None:  # kubectl get -w
+            include = req.query.get("includeObject") or "Metadata"
+            write = tables.table_events(write, req.rt, emu.store, as_table, include)
         serve(emu.store, watch, query, write, emu.bookmark_interval, emu.stopping, ex.peer_gone)
         ex.end_stream(abort=watch.abort)
     finally:

@@ -1,0 +1,173 @@
+"""Everyday kubectl verbs against the emulator, as on kube-apiserver 1.32."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+
+from cloudcoil_sync.testing import Emulator
+
+from .conftest import Kubectl
+
+CONFIGMAP = """
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: applied
+data:
+  a: "1"
+"""
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+"""
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  names: {plural: gadgets, singular: gadget, kind: Gadget, shortNames: [gd]}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Phase, type: string, jsonPath: .status.phase}
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            description: What the gadget should be.
+            properties:
+              size: {type: integer}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"""
+GADGET = """
+apiVersion: example.com/v1
+kind: Gadget
+metadata:
+  name: g
+spec:
+  size: 3
+"""
+
+
+def test_apply_label_annotate_patch_get_and_delete(
+    kubectl: Kubectl, kube_emulator: Emulator
+) -> None:
+    assert kubectl("apply", "-f", "-", input=CONFIGMAP).stdout == "configmap/applied created\n"
+    assert kubectl("apply", "-f", "-", input=CONFIGMAP).stdout == "configmap/applied unchanged\n"
+    changed = CONFIGMAP.replace('a: "1"', 'a: "2"')
+    assert kubectl("apply", "-f", "-", input=changed).stdout == "configmap/applied configured\n"
+    kubectl("label", "configmap", "applied", "tier=web")
+    kubectl("annotate", "configmap", "applied", "note=x")
+    kubectl("patch", "configmap", "applied", "--type=json", "-p",
+            '[{"op":"add","path":"/data/b","value":"3"}]')  # fmt: skip
+    kubectl("patch", "configmap", "applied", "-p", '{"data":{"c":"4"}}')  # strategic
+    stored = kube_emulator.get_object("", "configmaps", "default", "applied")
+    assert stored is not None
+    assert stored["data"] == {"a": "2", "b": "3", "c": "4"}
+    assert stored["metadata"]["labels"] == {"tier": "web"}
+    assert stored["metadata"]["annotations"]["note"] == "x"
+    table = kubectl("get", "configmaps", "-l", "tier=web").stdout.splitlines()
+    assert table[0].split() == ["NAME", "AGE"] and table[1].split()[0] == "applied"
+    wide = kubectl("get", "configmap", "applied", "--show-labels").stdout.splitlines()
+    assert wide[1].split()[-1] == "tier=web"
+    listed = kubectl("get", "configmaps", "-A").stdout.splitlines()
+    assert listed[0].split() == ["NAMESPACE", "NAME", "AGE"]
+    assert kubectl("get", "configmap", "applied", "-o", "name").stdout == "configmap/applied\n"
+    assert "tier=web" in kubectl("describe", "configmap", "applied").stdout
+    assert kubectl("delete", "configmap", "applied").stdout == 'configmap "applied" deleted\n'
+    missing = kubectl("get", "configmap", "applied", check=False)
+    assert missing.returncode == 1
+    assert 'configmaps "applied" not found' in missing.stderr
+
+
+def test_server_side_apply_conflicts_and_force(kubectl: Kubectl) -> None:
+    kubectl("apply", "--server-side", "-f", "-", input=DEPLOYMENT)
+    kubectl("scale", "deployment", "web", "--replicas=3")  # the /scale subresource
+    assert kubectl("get", "deployment", "web", "-o", "jsonpath={.spec.replicas}").stdout == "3"
+    kubectl("patch", "deployment", "web", "-p", '{"spec":{"replicas":2}}')
+    conflict = kubectl("apply", "--server-side", "-f", "-", input=DEPLOYMENT, check=False)
+    assert conflict.returncode == 1
+    assert 'conflict with "kubectl-patch"' in conflict.stderr, conflict.stderr
+    assert ".spec.replicas" in conflict.stderr
+    forced = kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=DEPLOYMENT)
+    assert forced.stdout == "deployment.apps/web serverside-applied\n"
+    assert kubectl("get", "deployment", "web", "-o", "jsonpath={.spec.replicas}").stdout == "1"
+
+
+def test_crd_established_discovered_printed_and_status(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", input=CRD)
+    kubectl("wait", "crd/gadgets.example.com", "--for=condition=Established", "--timeout=10s")
+    kubectl("apply", "-f", "-", input=GADGET)  # discovery refreshed for the new kind
+    status = '{"status":{"phase":"Ready","conditions":[{"type":"Ready","status":"True"}]}}'
+    kubectl("patch", "gadget", "g", "--subresource=status", "--type=merge", "-p", status)
+    rows = kubectl("get", "gd").stdout.splitlines()
+    assert rows[0].split() == ["NAME", "PHASE", "SIZE", "READY", "AGE"]
+    assert rows[1].split()[:4] == ["g", "Ready", "3", "True"]
+    kubectl("patch", "gadget", "g", "--type=merge", "-p", '{"spec":{"size":4}}')
+    got = json.loads(kubectl("get", "gadget", "g", "-o", "json").stdout)
+    assert got["metadata"]["generation"] == 2 and got["status"]["phase"] == "Ready"
+    explained = kubectl("explain", "gadget.spec").stdout
+    assert "What the gadget should be." in explained
+    kubectl("delete", "gadget", "g")
+    kubectl("wait", "--for=delete", "gadget/g", "--timeout=10s")
+
+
+def test_wait_for_a_condition_and_watch(kubectl: Kubectl, kubectl_argv: list[str]) -> None:
+    kubectl("apply", "-f", "-", input=CONFIGMAP)
+    watcher = subprocess.Popen(
+        [*kubectl_argv, "get", "configmaps", "--watch", "--output-watch-events"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    listed = threading.Event()
+
+    def read() -> None:
+        assert watcher.stdout is not None
+        for line in watcher.stdout:
+            lines.append(line)
+            if len(lines) == 2:
+                listed.set()  # header and the listed object: the watch is open
+            if len(lines) == 3:
+                return
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        assert listed.wait(20), lines
+        kubectl("label", "configmap", "applied", "seen=yes")
+        kubectl("wait", "configmap/applied", "--for=jsonpath={.metadata.labels.seen}=yes")
+        reader.join(20)
+    finally:
+        watcher.kill()
+        watcher.wait(10)
+        reader.join(10)
+    assert [line.split()[:2] for line in lines] == [
+        ["EVENT", "NAME"], ["ADDED", "applied"], ["MODIFIED", "applied"]
+    ]  # fmt: skip
