@@ -34,7 +34,10 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   its objects.
 - No graceful deletion for pods (deletionGracePeriodSeconds is always 0), no admission plugins
   (LimitRanger, quotas, service account token minting), no aggregated API servers, no
-  protobuf, no field selectors beyond equality on simple paths.
+  field selectors beyond equality on simple paths. Answers are JSON only; protobuf request
+  bodies are decoded only for the kinds kubectl creates imperatively (``protobuf.py``).
+- Impersonation headers (user and groups) and SelfSubjectAccessReview are served from the
+  same RBAC evaluation (``identity.py``).
 - Discovery lists the kinds of the client's REST table plus CRDs; verbs are the standard eight
   except for a few kinds (bindings, componentstatuses, namespaces, reviews); aggregated
   discovery (v2) is served for /api and /apis. Subresources served: status, scale, finalize,

@@ -11,10 +11,11 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import yaml
 
 from ..client import codec
-from . import discovery, openapi, tables
+from . import discovery, openapi, protobuf, tables
 from . import status as st
 from .crud import Req
 from .http import Exchange
+from .identity import SELF_ACCESS_REVIEWS, impersonated, self_access_review
 from .rbac import Attributes, User
 from .resources import ResourceType
 from .store import dumps
@@ -50,13 +51,8 @@ class Route:
 def _parse_body(raw: bytes, content_type: str) -> Any:
     if not raw:
         return None
-    if "protobuf" in content_type:  # kube answers so for kinds without protobuf (CRDs)
-        raise st.ApiError(
-            415,
-            "UnsupportedMediaType",
-            "the body of the request was in an unknown format - accepted media types include: "
-            "application/json, application/yaml (the emulator does not decode protobuf)",
-        )
+    if "protobuf" in content_type:  # kubectl's typed clients (create, token, auth can-i)
+        return protobuf.decode(raw)
     try:
         if "yaml" in content_type:
             return yaml.load(raw, Loader=_Loader)
@@ -179,6 +175,7 @@ def handle(emu: Emulator, ex: Exchange) -> None:
         if user is None:
             ex.body()
             raise st.unauthorized()
+        user = impersonated(emu.authorizer, user, ex.headers)
         _dispatch(emu, ex, url.path, query, user)
     except st.ApiError as err:
         _respond_error(ex, err)
@@ -223,7 +220,8 @@ def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], use
     attrs = Attributes(
         verb, route.rt.group, route.rt.plural, route.subresource, route.namespace, name
     )
-    if not emu.authorizer.allowed(user, attrs):
+    asks_itself = verb == "create" and route.rt.key == SELF_ACCESS_REVIEWS  # any user may
+    if not asks_itself and not emu.authorizer.allowed(user, attrs):
         raise st.forbidden(
             user.name,
             verb,
@@ -249,6 +247,9 @@ def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], use
 
 def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
     objects = emu.objects
+    if verb == "create" and req.rt.key == SELF_ACCESS_REVIEWS:  # answered, never stored
+        ex.respond(201, dumps(self_access_review(emu.authorizer, req)))
+        return
     if req.subresource in ("scale", "token"):
         if req.subresource == "token" and verb != "create":
             raise st.method_not_allowed()

@@ -134,6 +134,10 @@ class Authorizer:
             self._cache[user] = grants
         return grants
 
+    def grants(self, user: User) -> list[tuple[str | None, list[JSON]]]:
+        """(binding namespace, or None if cluster-wide; its role's rules) for ``user``."""
+        return self._grants(user)
+
     def allowed(self, user: User, attrs: Attributes) -> bool:
         if user.admin or "system:masters" in user.groups:
             return True

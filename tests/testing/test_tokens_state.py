@@ -142,14 +142,3 @@ def test_state_file_errors_are_named(tmp_path: Path) -> None:
         Emulator.from_state(str(bad))
     with pytest.raises(StateError, match="cannot read state file"):
         Emulator.from_state(str(tmp_path / "missing.json"))
-
-
-def test_a_protobuf_body_is_415_saying_so(client: Client) -> None:
-    answer = client.request(
-        "POST",
-        "/api/v1/namespaces/default/configmaps",
-        data=b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap",
-        headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
-    )
-    assert answer.status_code == 415
-    assert "does not decode protobuf" in answer.json()["message"]
