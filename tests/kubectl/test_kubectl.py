@@ -9,6 +9,7 @@ import threading
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import Kubectl
+from .session import run_session
 
 CONFIGMAP = """
 apiVersion: v1
@@ -211,3 +212,11 @@ def test_imperative_creates_token_and_auth_can_i(kubectl: Kubectl, kube_emulator
     assert kubectl("auth", "can-i", "get", "/healthz", "--as=anyone").stdout == "yes\n"
     unsupported = kubectl("create", "deployment", "d", "--image=nginx", check=False)
     assert "decodes protobuf bodies only for" in unsupported.stderr
+
+
+def test_the_everyday_session_passes_completely(kubectl_argv: list[str]) -> None:
+    """session.py's 45 steps, which also pass on the real kube-apiserver 1.32."""
+    outcomes = run_session(kubectl_argv)
+    failed = [f"kubectl {' '.join(o.step.args)}: {o.output.strip()}" for o in outcomes if not o.ok]
+    assert not failed, "\n".join(failed)
+    assert len(outcomes) == 45

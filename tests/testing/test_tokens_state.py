@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -31,6 +32,10 @@ def test_token_request_mints_a_token_authorized_as_the_service_account(
     assert body["kind"] == "TokenRequest" and body["spec"]["expirationSeconds"] == 7200
     assert body["spec"]["audiences"] == ["https://kubernetes.default.svc.cluster.local"]
     token = body["status"]["token"]
+    _header, claims, _ = token.split(".")  # shaped like kube's JWTs, for tools that read them
+    decoded = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+    assert decoded["sub"] == "system:serviceaccount:default:op"
+    assert decoded["exp"] - decoded["iat"] == 7200
     as_sa = client.as_token(token)
     denied = as_sa.get("/api/v1/namespaces/default/secrets")
     assert denied.status_code == 403
