@@ -309,7 +309,10 @@ class Emulator:
             raise st.method_not_allowed()
         new = copy.deepcopy(obj)
         new.setdefault("spec", {})["replicas"] = replicas
-        main = Req(req.rt, req.namespace, req.name, "", req.query, new, user_agent=req.user_agent)
+        # Recorded in managedFields as an Update with subresource "scale", as kube does.
+        main = Req(
+            req.rt, req.namespace, req.name, "scale", req.query, new, user_agent=req.user_agent
+        )
         stored = self.store.get(req.rt.key, req.namespace, req.name)
         assert stored is not None
         updated = self.objects.update(main, new, stored)
