@@ -24,7 +24,8 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   no CEL rules, no defaulting except Deployment/Pod specs, Namespaces and CRDs.
 - managedFields use a small schema table (keyed lists such as containers/env/conditions/
   ownerReferences, set lists such as finalizers, atomic structs such as selector) instead of
-  OpenAPI; other lists are atomic. Strategic merge patch is treated as JSON merge patch.
+  OpenAPI; other lists are atomic. Strategic merge patch (built-in kinds only, as kube) merges
+  lists by a similar table of merge keys (``strategic.py``).
 - Server-side apply merges the applied configuration (keyed lists by key) and removes fields the
   manager stopped applying when nobody else owns them; conflicts are reported like kube's.
 - Garbage collection, namespace finalization and CRD establishment run on one controller thread

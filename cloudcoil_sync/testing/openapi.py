@@ -5,8 +5,8 @@ paths of its resources (operations tagged with ``x-kubernetes-group-version-kind
 declaring the ``fieldValidation`` parameter, so that kubectl validates server-side) and one
 schema per kind. Custom resources get their CRD's ``openAPIV3Schema``; built-in kinds get a
 schema that only types ``apiVersion``, ``kind`` and ``metadata`` and preserves every other
-field (no field-level validation, no strategic-merge-patch keys: the emulator treats a
-strategic merge patch as a JSON merge patch anyway). OpenAPI v2 is not served.
+field (no field-level validation; strategic-merge-patch keys come from ``strategic.py``'s
+table, not from these documents). OpenAPI v2 is not served.
 """
 
 from __future__ import annotations

@@ -220,3 +220,28 @@ def test_the_everyday_session_passes_completely(kubectl_argv: list[str]) -> None
     failed = [f"kubectl {' '.join(o.step.args)}: {o.output.strip()}" for o in outcomes if not o.ok]
     assert not failed, "\n".join(failed)
     assert len(outcomes) == 45
+
+
+def test_client_side_apply_merges_containers_by_name(kubectl: Kubectl) -> None:
+    two = DEPLOYMENT.replace(
+        "        image: nginx:1.27\n",
+        "        image: nginx:1.27\n        env: [{name: A, value: '1'}]\n"
+        "      - name: side\n        image: busybox\n",
+    )
+    kubectl("apply", "-f", "-", input=two)
+    changed = two.replace("nginx:1.27", "nginx:1.28")
+    assert kubectl("apply", "-f", "-", input=changed).stdout == "deployment.apps/web configured\n"
+    spec = json.loads(kubectl("get", "deployment", "web", "-o", "json").stdout)["spec"]
+    containers = spec["template"]["spec"]["containers"]
+    assert [(c["name"], c["image"]) for c in containers] == [
+        ("web", "nginx:1.28"),
+        ("side", "busybox"),
+    ]
+    assert containers[0]["env"] == [{"name": "A", "value": "1"}]
+    assert not any(k.startswith("$") for k in spec["template"]["spec"])
+    one = changed.replace("      - name: side\n        image: busybox\n", "")
+    kubectl("apply", "-f", "-", input=one)  # kubectl sends {"$patch": "delete"} for it
+    names = kubectl(
+        "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[*].name}"
+    )
+    assert names.stdout == "web"
