@@ -120,18 +120,26 @@ class Route:
 
 
 def _check_path(path: str, taken: Iterable[str]) -> None:
-    if (
-        not isinstance(path, str)
-        or not re.fullmatch(r"/[a-z0-9/.-]+", path)
-        or path in taken
-        or path == "/healthz"
-    ):
+    if not isinstance(path, str):
+        raise ValueError(f"Webhook path must be a string, not {type(path).__name__}")
+    if not re.fullmatch(r"/[a-z0-9/.-]+", path):
         raise ValueError(
-            "Webhook paths must be unique absolute paths without query or escape characters"
+            f"Webhook path {path!r} must be an absolute path of lower-case letters, digits, "
+            "'.', '-' and '/' (no query or escape characters)"
         )
+    if path in taken:
+        raise ValueError(f"Webhook path {path!r} is already registered")
+    if path == "/healthz":
+        raise ValueError(f"Webhook path {path!r} is the health endpoint")
     # Kubernetes validates each Service path segment as a DNS subdomain.
     for segment in path[1:].split("/"):
-        dns_subdomain(segment)
+        try:
+            dns_subdomain(segment)
+        except ValueError:
+            raise ValueError(
+                f"Webhook path {path!r}: segment {segment!r} is not a DNS subdomain "
+                "(Kubernetes checks each segment)"
+            ) from None
 
 
 def build_route(
@@ -249,9 +257,7 @@ class AdmissionRoutes:
 
     def add(self, route: Route) -> Route:
         if route.path in self.routes:
-            raise ValueError(
-                "Webhook paths must be unique absolute paths without query or escape characters"
-            )
+            raise ValueError(f"Webhook path {route.path!r} is already registered")
         self.routes[route.path] = route
         return route
 

@@ -1,4 +1,5 @@
-"""The operator's command line (click): ``manifests``, ``install``, ``uninstall``, ``run``.
+"""The operator's command line (click): ``manifests``, ``install``, ``uninstall``, ``run``,
+``certs``.
 
 ``Application.main(argv)`` calls :func:`main`. ``manifests`` lives here; every other command
 lives in its own module, imported only when that command runs, so ``manifests`` never imports
@@ -47,6 +48,7 @@ COMMAND_MODULES = {
     "install": "cloudcoil_sync.application.install",
     "uninstall": "cloudcoil_sync.application.uninstall",
     "run": "cloudcoil_sync.application.run_cli",
+    "certs": "cloudcoil_sync.application.certs_cli",
 }
 CA_ENV = "CLOUDCOIL_WEBHOOK_CA_FILE"
 USAGE_EXIT = 2
@@ -83,8 +85,28 @@ class _CommandType(click.ParamType):
         return parts
 
 
+class _ResourcesType(click.ParamType):
+    """``cpu=100m,memory=128Mi`` (or ``none``) as a dict."""
+
+    name = "NAME=QUANTITY,..."
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, dict):
+            return value
+        if value.strip() == "none":
+            return {}
+        out: dict[str, str] = {}
+        for item in value.split(","):
+            name, sep, quantity = item.strip().partition("=")
+            if not sep or not name or not quantity:
+                self.fail(f"{item!r} is not NAME=QUANTITY (e.g. memory=256Mi), or none", param, ctx)
+            out[name] = quantity
+        return out
+
+
 def deployment_options(function: F) -> F:
-    """``--image``, ``--command``, ``--replicas``, ``--without-webhooks``, ``--ca-file``."""
+    """``--image``, ``--command``, ``--replicas``, ``--without-webhooks``, ``--ca-file``,
+    ``--requests``, ``--limits``."""
     options = [
         click.option("--image", help="Container image; adds the operator Deployment."),
         click.option(
@@ -110,6 +132,16 @@ def deployment_options(function: F) -> F:
             type=click.Path(dir_okay=False),
             help=f"PEM CA certificate for webhook registrations (or ${CA_ENV}).",
         ),
+        click.option(
+            "--requests",
+            type=_ResourcesType(),
+            help="Container resource requests, replacing cpu=100m,memory=128Mi (or none).",
+        ),
+        click.option(
+            "--limits",
+            type=_ResourcesType(),
+            help="Container resource limits, replacing memory=512Mi (or none).",
+        ),
     ]
     for option in reversed(options):
         function = option(function)
@@ -130,6 +162,22 @@ def manifest_options(app: Any, params: dict[str, Any]) -> dict[str, Any]:
         raise click.UsageError("--command requires --image")
     if image is not None and not image.strip():
         raise click.BadParameter("must not be empty", param_hint="--image")
+    from .images import check_image, check_resources
+    from .manifests import DEFAULT_LIMITS, DEFAULT_REQUESTS
+
+    if image is not None:
+        try:
+            check_image(image)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--image") from None
+    requests, limits = params.get("requests"), params.get("limits")
+    try:
+        check_resources(
+            DEFAULT_REQUESTS if requests is None else requests,
+            DEFAULT_LIMITS if limits is None else limits,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     if image is not None and webhook is not None and not include_webhooks:
         raise click.UsageError(
             "--without-webhooks cannot be combined with --image: the Deployment of this "
@@ -150,6 +198,8 @@ def manifest_options(app: Any, params: dict[str, Any]) -> dict[str, Any]:
         "replicas": params.get("replicas", 1),
         "include_webhooks": include_webhooks,
         "ca_bundle": ca_bundle,
+        "requests": requests,
+        "limits": limits,
     }
 
 

@@ -59,13 +59,21 @@ def admission_table(app: Application, config: Config | None = None) -> Admission
         max_body_bytes=app.admission.max_body_bytes if app.admission is not None else 4 << 20,
     )
     for table in (app.admission_registry.routes, *(c.admission.routes for c in app.controllers)):
-        if set(merged.routes) & set(table):
-            raise ValueError("Admission paths must be unique across included groups")
+        twice = sorted(set(merged.routes) & set(table))
+        if twice:
+            raise ValueError(
+                "Admission paths must be unique across included groups: "
+                f"{', '.join(twice)} registered twice"
+            )
         merged.routes.update(table)
     models = [crd.resource for crd in app.crds if admission_methods(crd.resource)]
     merged.register_models(models, require_config=config is not None)
-    if set(merged.routes) & HEALTH_PATHS:
-        raise ValueError("Admission paths conflict with operator health/metrics endpoints")
+    shadowed = sorted(set(merged.routes) & HEALTH_PATHS)
+    if shadowed:
+        raise ValueError(
+            "Admission paths conflict with operator health/metrics endpoints: "
+            f"{', '.join(shadowed)}"
+        )
     return merged
 
 

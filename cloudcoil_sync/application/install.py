@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +77,8 @@ def install(
     replicas: int = 1,
     include_webhooks: bool = True,
     ca_bundle: bytes | None = None,
+    requests: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
     timeout: float = 120.0,
     force: bool = False,
     dry_run: bool = False,
@@ -103,6 +105,8 @@ def install(
         replicas=replicas,
         include_webhooks=include_webhooks,
         ca_bundle=ca_bundle,
+        requests=requests,
+        limits=limits,
     )
     crds = [d for d in documents if d["kind"] == CRD_KIND]
     ordered = crds + [d for d in documents if d["kind"] != CRD_KIND]
@@ -145,9 +149,7 @@ class _Installer(Steps):
         self, documents: list[JSON], *, wait_rollout: bool, lease: tuple[str, str] | None = None
     ) -> list[Applied]:
         self.begin(documents)
-        results = []
-        if self.dry_run:
-            lease = None
+        results: list[Applied] = []
         for doc in documents:
             what = describe(doc)
             if self.deadline.expired:
@@ -156,7 +158,7 @@ class _Installer(Steps):
                 # An existing Deployment may run a leader: leave a missing Lease to the
                 # candidates, who then wait out a lease duration (it may hide a live leader).
                 if self._absent(doc):
-                    self._released_lease(*lease)
+                    results.extend(self._released_lease(*lease))
                 lease = None
             results.append(self._apply(doc))
             self.finished(what)
@@ -167,7 +169,7 @@ class _Installer(Steps):
             elif doc["kind"] == "Deployment" and wait_rollout:
                 self._wait(doc, "available", rollout_state)
         if lease is not None:  # no Deployment here: the operator runs elsewhere
-            self._released_lease(*lease)
+            results.extend(self._released_lease(*lease))
         crds = [d for d in documents if d["kind"] == CRD_KIND]
         if crds and not self.dry_run:
             self._rediscover(crds)
@@ -212,8 +214,9 @@ class _Installer(Steps):
         except (ClientError, UnknownKind) as exc:
             raise self.fail(f"reading {describe(doc)} failed: {exc}") from None
 
-    def _released_lease(self, name: str, namespace: str) -> None:
-        """Create the leader-election Lease with no holder, if it does not exist."""
+    def _released_lease(self, name: str, namespace: str) -> list[Applied]:
+        """Create the leader-election Lease with no holder, if it does not exist; a dry run
+        returns it as an outcome to list (it is not one of the applied manifests)."""
         what = f"Lease {namespace}/{name}"
         lease = {
             "apiVersion": "coordination.k8s.io/v1",
@@ -222,12 +225,18 @@ class _Installer(Steps):
             "spec": {"holderIdentity": "", "leaseTransitions": 0},
         }
         try:
-            self.config.client(_LEASES).create(lease, namespace=namespace)
+            self.config.client(_LEASES).create(
+                lease, namespace=namespace, field_manager=self.manager, dry_run=self.dry_run
+            )
         except AlreadyExists:
-            return  # held or released by a candidate already: never touched
+            return []  # held or released by a candidate already: never touched
         except ClientError as exc:
             raise self.fail(f"creating {what} failed: {exc}") from None
-        self.progress.line(f"created {what}: released, the first replica leads at once")
+        detail = "released, the first replica leads at once"
+        if self.dry_run:  # listed with what would be applied
+            return [Applied(what, "created", [detail])]
+        self.progress.line(f"created {what}: {detail}")
+        return []
 
     def _conflict(self, what: str, exc: Conflict) -> InstallError:
         causes = [c for c in exc.causes if c.get("reason") == "FieldManagerConflict"]

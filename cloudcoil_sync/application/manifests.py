@@ -9,17 +9,37 @@ of the CA bundle reach the output, so private keys never appear.
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from .images import check_image, check_resources
 from .rbac import ControllerAccess, check_label, infer_permissions
 
-__all__ = ["Definition", "assemble", "build_manifests", "certificates_only", "describe"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "DEFAULT_REQUESTS",
+    "TMP_SIZE_LIMIT",
+    "Definition",
+    "assemble",
+    "build_manifests",
+    "certificates_only",
+    "describe",
+    "grace_period",
+]
 
 NAME_LABEL = "app.kubernetes.io/name"
+#: The operator container's default resources: room for the models import (~80 MB) and caches.
+DEFAULT_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
+DEFAULT_LIMITS = {"memory": "512Mi"}
+#: The writable /tmp of the read-only root filesystem (node disk otherwise unbounded).
+TMP_SIZE_LIMIT = "64Mi"
+#: Seconds beyond the drain before the kubelet's SIGKILL; never below Kubernetes' default.
+_GRACE_MARGIN = 5
+_DEFAULT_GRACE = 30
 TLS_MOUNT = "webhook-tls"
 _CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.S)
 
@@ -30,7 +50,8 @@ class Definition:
 
     ``crds`` pairs each CRD's model with its manifest; ``lease`` is (name, namespace or None);
     ``webhook`` is a ``WebhookServer`` and ``routes`` its admission routes; ``health`` a
-    ``HealthServer``. ``selector_namespaces`` maps a primary (group, version, kind) to the
+    ``HealthServer``; ``shutdown_timeout`` bounds the drain on SIGTERM (controllers, then the
+    webhook server). ``selector_namespaces`` maps a primary (group, version, kind) to the
     namespaces its controllers watch (None: all), for default webhook namespace selectors.
     """
 
@@ -43,6 +64,7 @@ class Definition:
     webhook: Any = None
     routes: Sequence[Any] = ()
     health: Any = None
+    shutdown_timeout: float = 0.0
     selector_namespaces: Mapping[tuple[str, str, str], Iterable[str | None]] = field(
         default_factory=dict
     )
@@ -59,6 +81,8 @@ def _check_options(image: Any, command: Any, replicas: Any) -> None:
         raise ValueError("replicas must be a positive integer")
     if image is not None and (not isinstance(image, str) or not image.strip()):
         raise ValueError("image must be nonempty")
+    if image is not None:
+        check_image(image)
     if command is not None and (
         isinstance(command, str | bytes)
         or not command
@@ -77,8 +101,14 @@ def assemble(
     replicas: int = 1,
     include_webhooks: bool = True,
     ca_bundle: bytes | None = None,
+    requests: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Manifests of a described definition, in install order."""
+    """Manifests of a described definition, in install order.
+
+    ``requests``/``limits`` replace the container's default resources (``DEFAULT_REQUESTS``,
+    ``DEFAULT_LIMITS``); an empty mapping leaves that part out.
+    """
     name = check_label(definition.name, "Application name")
     namespace = check_label(definition.namespace, "Application namespace")
     crd_names = [manifest["metadata"]["name"] for _, manifest in definition.crds]
@@ -87,6 +117,10 @@ def assemble(
             "CRDs must have distinct metadata.name values; multi-version CRDs are not supported"
         )
     _check_options(image, command, replicas)
+    resources = check_resources(
+        dict(DEFAULT_REQUESTS if requests is None else requests),
+        dict(DEFAULT_LIMITS if limits is None else limits),
+    )
     webhook = definition.webhook if include_webhooks else None
     if image is not None and definition.webhook is not None and not include_webhooks:
         raise ValueError("A Deployment for this operator requires its webhook TLS configuration")
@@ -116,6 +150,8 @@ def assemble(
                 replicas=replicas,
                 webhook=webhook,
                 health=definition.health,
+                resources=resources,
+                grace=grace_period(definition.shutdown_timeout),
             )
         )
     if webhook is not None:
@@ -189,6 +225,11 @@ def _tls_volume(webhook: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return mount, volume
 
 
+def grace_period(shutdown_timeout: float) -> int:
+    """``terminationGracePeriodSeconds`` for a drain bounded by ``shutdown_timeout``."""
+    return max(_DEFAULT_GRACE, math.ceil(shutdown_timeout) + _GRACE_MARGIN)
+
+
 def deployment(
     name: str,
     namespace: str,
@@ -198,6 +239,8 @@ def deployment(
     replicas: int,
     webhook: Any,
     health: Any,
+    resources: dict[str, Any] | None = None,
+    grace: int = _DEFAULT_GRACE,
 ) -> dict[str, Any]:
     """The operator Deployment: one ``operator`` container running ``run``.
 
@@ -219,7 +262,7 @@ def deployment(
         container["command"] = list(command)
     # A read-only root filesystem still needs a writable /tmp (tempfile, libraries).
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
-    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}}]
     if webhook is not None:
         _reachable(webhook.host, "the webhook server")
         mount, volume = _tls_volume(webhook)
@@ -233,6 +276,8 @@ def deployment(
             raise ValueError("A Deployment needs a fixed HealthServer port (not 0) for its probes")
         container["ports"] = [{"name": "health", "containerPort": health.port}]
         container.update(_probes("health", "HTTP"))
+    if resources:
+        container["resources"] = resources
     container["volumeMounts"] = mounts
     container["securityContext"] = {
         "allowPrivilegeEscalation": False,
@@ -242,6 +287,7 @@ def deployment(
     labels = {NAME_LABEL: name}
     pod_spec: dict[str, Any] = {
         "serviceAccountName": name,
+        "terminationGracePeriodSeconds": grace,
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": volumes,
@@ -292,8 +338,16 @@ def describe(app: Any) -> Definition:
         webhook=app.webhook,
         routes=list(table.routes.values()) if app.webhook is not None else [],
         health=app.health,
+        shutdown_timeout=_drain_bound(app),
         selector_namespaces=controller_namespaces(app.controllers, app.namespace),
     )
+
+
+def _drain_bound(app: Any) -> float:
+    # On SIGTERM: passes in flight finish (each controller's bound), then the webhook server.
+    passes = max((float(c.shutdown_timeout) for c in app.controllers), default=0.0)
+    hosting = float(app.webhook.shutdown_timeout) if app.webhook is not None else 0.0
+    return passes + hosting
 
 
 def _access(controller: Any, namespace: str) -> ControllerAccess:
@@ -316,10 +370,13 @@ def build_manifests(
     replicas: int = 1,
     include_webhooks: bool = True,
     ca_bundle: bytes | None = None,
+    requests: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Fresh manifests for ``app`` in install order (offline; see the module docstring).
 
-    ``ca_bundle`` replaces ``WebhookServer.ca_bundle`` (the CLI's ``--ca-file``).
+    ``ca_bundle`` replaces ``WebhookServer.ca_bundle`` (the CLI's ``--ca-file``);
+    ``requests``/``limits`` the container's default resources (see :func:`assemble`).
     """
     return assemble(
         describe(app),
@@ -328,4 +385,6 @@ def build_manifests(
         replicas=replicas,
         include_webhooks=include_webhooks,
         ca_bundle=ca_bundle,
+        requests=requests,
+        limits=limits,
     )

@@ -22,6 +22,7 @@ from cloudcoil_sync import logs
 from cloudcoil_sync.controller.leader import LeadershipLost
 
 from .cli import DefinitionError, fail, run_options
+from .local import local_webhook, webhook_options
 
 __all__ = ["command", "stop_on_signals"]
 
@@ -55,7 +56,9 @@ def command(app: Any) -> click.Command:
 
     @click.command("run", help="Run the operator (kubeconfig or in-cluster) until SIGTERM.")
     @run_options
-    def run(log_level: str, log_format: str) -> None:
+    @webhook_options
+    def run(log_level: str, log_format: str, **webhook: Any) -> None:
+        local_webhook(app, **webhook)
         logs.configure(log_level, log_format)
         try:
             app.validate_definition()

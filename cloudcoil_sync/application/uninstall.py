@@ -2,10 +2,13 @@
 
 Admission registrations go first (so no request is sent to a server that is going away), then
 the Deployment (foreground deletion: its pods go before their permissions), Service, RBAC
-(bindings before roles) and ServiceAccount; CRDs only with ``include_crds`` (deleting a CRD
-deletes every custom resource of it). An object is deleted only if the installer's field
-manager ``cloudcoil-<app>`` manages it; same-named objects of other managers are left alone and
-reported. Each deletion is waited for until the object is gone, all within ``timeout``.
+(bindings before roles), ServiceAccount and the leader-election Lease; CRDs only with
+``include_crds`` (deleting a CRD deletes every custom resource of it). An object is deleted
+only if the installer's field manager ``cloudcoil-<app>`` manages it (the Lease whoever renewed
+it: the operator's replicas write it); same-named objects of other managers are left alone and
+reported. Nothing here depends on how the Deployment would be built (a ``HealthServer`` bound
+to 127.0.0.1 for local runs does not stop an uninstall). Each deletion is waited for until the
+object is gone, all within ``timeout``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ _ORDER = (
     "ClusterRole",
     "Role",
     "ServiceAccount",
+    "Lease",
     "CustomResourceDefinition",
 )
 
@@ -68,14 +72,25 @@ def removal_order(app: Any) -> list[JSON]:
     from .manifests import build_manifests
 
     webhook = getattr(app, "webhook", None) is not None
+    # Only names matter: the Deployment is not built (its checks are for running in a Pod).
     documents = build_manifests(
-        app,
-        image="uninstall.invalid/placeholder",
-        include_webhooks=True,
-        ca_bundle=_PLACEHOLDER_CA if webhook else None,
+        app, include_webhooks=True, ca_bundle=_PLACEHOLDER_CA if webhook else None
     )
+    documents.append(_identity("apps/v1", "Deployment", app.name, app.namespace))
+    election = getattr(app, "leader_election", None)
+    if election is not None:
+        namespace = election.namespace or app.namespace
+        documents.append(_identity("coordination.k8s.io/v1", "Lease", election.name, namespace))
     rank = {kind: i for i, kind in enumerate(_ORDER)}
     return sorted(documents, key=lambda d: rank.get(d["kind"], len(_ORDER)))
+
+
+def _identity(api_version: str, kind: str, name: str, namespace: str) -> JSON:
+    return {"apiVersion": api_version, "kind": kind, "metadata": _meta(name, namespace)}
+
+
+def _meta(name: str, namespace: str) -> JSON:
+    return {"name": name, "namespace": namespace}
 
 
 def uninstall(
@@ -140,7 +155,8 @@ class _Remover(Steps):
                 self.progress.line(f"absent {what}")
                 return Removed(what, "absent")
             managers = _managers(current)
-            if self.manager not in managers:
+            # The Lease is the replicas' own: whoever renewed it last owns its fields.
+            if self.manager not in managers and doc["kind"] != "Lease":
                 detail = f"not installed by {self.manager}; managed by {', '.join(managers)}"
                 self.progress.line(f"left {what} alone: {detail}")
                 return Removed(what, "left", detail)

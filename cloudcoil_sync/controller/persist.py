@@ -13,10 +13,10 @@ from typing import Any, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync.client.api import ResourceClient
-from cloudcoil_sync.client.errors import Conflict
+from cloudcoil_sync.client.errors import Conflict, Invalid
 from cloudcoil_sync.patches import diff
 
-__all__ = ["persist", "split_status", "status_only"]
+__all__ = ["StaleWrite", "persist", "split_status", "status_only", "written_paths"]
 
 Patch = list[dict[str, Any]]
 R = TypeVar("R", bound=Resource)
@@ -41,6 +41,29 @@ def status_only(snapshot: R, desired: Resource) -> R:
     return copy
 
 
+class StaleWrite(Conflict):
+    """The object changed after the pass read it: the guarded patch was refused."""
+
+
+def _stale(snapshot: Resource, refused: Invalid) -> StaleWrite:
+    what = f"{type(snapshot).__name__} {snapshot.namespace + '/' if snapshot.namespace else ''}"
+    return StaleWrite(
+        refused.status_code,
+        refused.reason,
+        f"{what}{snapshot.name} changed after this pass read it at resourceVersion "
+        f"{snapshot.resource_version}; the write was refused, not merged, and the pass will be "
+        "retried against the newer object",
+        details=refused.details,
+        method=refused.method,
+        url=refused.url,
+    )
+
+
+def written_paths(snapshot: Resource, desired: Resource) -> list[str]:
+    """The JSON pointers `persist` changes (for logs; the guards are left out)."""
+    return [str(op.get("path")) for op in diff(snapshot, desired)[2:]]
+
+
 def persist(
     client: ResourceClient[Any],
     snapshot: Resource,
@@ -52,8 +75,24 @@ def persist(
 
     With a status subresource, spec/metadata go in one guarded patch of the object and
     status in a second guarded patch of `/status` (at the resourceVersion the first
-    returned). Without one, everything goes in a single patch.
+    returned). Without one, everything goes in a single patch. A refused guard raises
+    `StaleWrite`.
     """
+    try:
+        return _persist(client, snapshot, desired, status_subresource=status_subresource)
+    except Invalid as refused:
+        if refused.causes:  # a validation failure of what we wrote, not a moved object
+            raise
+        raise _stale(snapshot, refused) from refused
+
+
+def _persist(
+    client: ResourceClient[Any],
+    snapshot: Resource,
+    desired: Resource,
+    *,
+    status_subresource: bool,
+) -> dict[str, Any] | None:
     operations = diff(snapshot, desired)
     if not operations:
         return None

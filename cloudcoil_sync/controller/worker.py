@@ -33,7 +33,7 @@ from cloudcoil_sync.client.api import ResourceClient
 from cloudcoil_sync.client.errors import APIError, Conflict, TransportError
 from cloudcoil_sync.client.fence import WriteFence, fenced
 from cloudcoil_sync.controller.metrics import ControllerMetrics
-from cloudcoil_sync.controller.persist import persist, status_only
+from cloudcoil_sync.controller.persist import persist, status_only, written_paths
 from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
 from cloudcoil_sync.controller.store import encode
 from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
@@ -84,6 +84,7 @@ class Outcome:
     requeue_after: float | None = None
     error: BaseException | None = None
     wrote: bool = False
+    written: tuple[str, ...] = ()  # JSON pointers written, only collected for debug logs
 
 
 @dataclass
@@ -145,6 +146,7 @@ class Reconciler(Generic[T]):
         snapshot = self.resource.model_validate_json(data) if data is not None else None
         if snapshot is not None and self._is_stale(key, snapshot):
             self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
+            self._log.debug("Pass for %s skipped: the cache still shows our last write's base", key)
             return Outcome("skipped")
         # The handler's copy is parsed anew: cheaper than a deep copy, and shares nothing.
         working = self.resource.model_validate_json(data) if data is not None else None
@@ -156,7 +158,10 @@ class Reconciler(Generic[T]):
             outcome = self._failed(key, snapshot, error, terminal=isinstance(error, TerminalError))
         if deadline is not None and deadline.abandoned:
             return outcome  # its write (if any) began before the timeout; the pool settled
-        self._record(outcome, time.monotonic() - started)
+        seconds = time.monotonic() - started
+        self._record(outcome, seconds)
+        if self._log.isEnabledFor(logging.DEBUG):
+            self._log.debug("Pass for %s: %s", key, _describe(outcome, seconds, snapshot is None))
         try:
             self._hooks.settled(key, outcome.error is None)
         except Exception:
@@ -190,15 +195,18 @@ class Reconciler(Generic[T]):
         _check_deadline(deadline)
         desired, requeue_after = self._interpret(value)
         wrote = False
+        written: tuple[str, ...] = ()
         if desired is not None:
             if snapshot is None:
                 raise ValueError("Cannot persist a returned resource for an absent snapshot")
             wrote = self._write(key, snapshot, desired, deadline)
+            if wrote and self._log.isEnabledFor(logging.DEBUG):
+                written = tuple(written_paths(snapshot, desired))
         self._queue.forget(key)
         if requeue_after is not None:
             self._queue.add_after(key, requeue_after)
-            return Outcome("requeue_after", requeue_after, wrote=wrote)
-        return Outcome("success", wrote=wrote)
+            return Outcome("requeue_after", requeue_after, wrote=wrote, written=written)
+        return Outcome("success", wrote=wrote, written=written)
 
     def _interpret(self, value: object) -> tuple[T | None, float | None]:
         if value is None:
@@ -317,6 +325,22 @@ class Reconciler(Generic[T]):
             if isinstance(outcome.error, PassTimedOut):
                 self._metrics.timed_out()
             self._metrics.reconciled(label, seconds, terminal=terminal)
+
+
+def _describe(outcome: Outcome, seconds: float, absent: bool) -> str:
+    """One debug line's worth: outcome, duration and what was written."""
+    text = f"{outcome.result} in {seconds * 1000:.1f} ms"
+    if absent:
+        text += " (object absent)"
+    if outcome.requeue_after is not None:
+        text += f", requeued after {outcome.requeue_after:g}s"
+    if outcome.error is not None:
+        text += f", {type(outcome.error).__name__}: {outcome.error}"
+    if outcome.written:
+        text += f", wrote {', '.join(outcome.written)}"
+    elif outcome.error is None:
+        text += ", nothing to write" if not outcome.wrote else ", wrote"
+    return text
 
 
 def _check_deadline(deadline: Deadline | None) -> None:

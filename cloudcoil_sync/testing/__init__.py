@@ -24,7 +24,8 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   no CEL rules, no defaulting except Deployment/Pod specs, Namespaces and CRDs.
 - managedFields use a small schema table (keyed lists such as containers/env/conditions/
   ownerReferences, set lists such as finalizers, atomic structs such as selector) instead of
-  OpenAPI; other lists are atomic. Strategic merge patch is treated as JSON merge patch.
+  OpenAPI; other lists are atomic. Strategic merge patch (built-in kinds only, as kube) merges
+  lists by a similar table of merge keys (``strategic.py``).
 - Server-side apply merges the applied configuration (keyed lists by key) and removes fields the
   manager stopped applying when nobody else owns them; conflicts are reported like kube's.
 - Garbage collection, namespace finalization and CRD establishment run on one controller thread
@@ -34,12 +35,20 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   its objects.
 - No graceful deletion for pods (deletionGracePeriodSeconds is always 0), no admission plugins
   (LimitRanger, quotas, service account token minting), no aggregated API servers, no
-  protobuf, no field selectors beyond equality on simple paths.
+  field selectors beyond equality on simple paths. Answers are JSON only; protobuf request
+  bodies are decoded only for the kinds kubectl creates imperatively (``protobuf.py``).
+- Impersonation headers (user and groups) and SelfSubjectAccessReview are served from the
+  same RBAC evaluation (``identity.py``).
 - Discovery lists the kinds of the client's REST table plus CRDs; verbs are the standard eight
   except for a few kinds (bindings, componentstatuses, namespaces, reviews); aggregated
-  discovery (v2) is served for /api and /apis. Subresources served: status, scale, finalize.
+  discovery (v2) is served for /api and /apis. Subresources served: status, scale, finalize,
+  serviceaccounts/token.
+- For kubectl: OpenAPI v3 documents generated from the served types (CRD schemas; built-in
+  kinds only typed at the top, see ``openapi.py``; no OpenAPI v2) and server-side tables
+  (CRD printer columns; built-in kinds Name and Age only, see ``tables.py``), also on watches.
 - Authentication is by bearer token only: the admin token bypasses authorization; other tokens
-  come from ``add_token``/``service_account_token``. RBAC is evaluated from the stored Roles,
+  come from ``add_token``/``service_account_token`` or a ServiceAccount's TokenRequest
+  (opaque, never expiring: see ``tokens.py``). RBAC is evaluated from the stored Roles,
   ClusterRoles and bindings (aggregated ClusterRoles are not expanded); discovery, /version and
   health endpoints are open to every authenticated user.
 - Admission webhooks registered by Mutating/ValidatingWebhookConfigurations are called over
@@ -54,6 +63,8 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
 - An idle watch notices a departed client within ~2 s (a readable socket during a stream is
   taken as the client closing: clients send nothing while watching); ``restart()`` keeps the
   objects and the port, cuts connections and, by default, forgets the watch history.
+- ``python -m cloudcoil_sync.testing serve`` serves one emulator for kubectl and the operator
+  CLI, with an admin kubeconfig and an optional state file (``serve.py``, ``state.py``).
 - Paginated lists read the objects after the continue key at the time of each page (no
   snapshot across pages); the reported resourceVersion is the first page's.
 - Answers come in microseconds unless ``Emulator(latency="kube-apiserver-1.32")`` adds the

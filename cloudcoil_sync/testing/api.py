@@ -11,13 +11,15 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import yaml
 
 from ..client import codec
-from . import discovery
+from . import discovery, openapi, protobuf, tables
 from . import status as st
 from .crud import Req
 from .http import Exchange
+from .identity import SELF_ACCESS_REVIEWS, impersonated, self_access_review
 from .rbac import Attributes, User
 from .resources import ResourceType
 from .store import dumps
+from .tokens import token_request
 from .watch import Watch, serve
 
 if TYPE_CHECKING:
@@ -49,6 +51,8 @@ class Route:
 def _parse_body(raw: bytes, content_type: str) -> Any:
     if not raw:
         return None
+    if "protobuf" in content_type:  # kubectl's typed clients (create, token, auth can-i)
+        return protobuf.decode(raw)
     try:
         if "yaml" in content_type:
             return yaml.load(raw, Loader=_Loader)
@@ -121,6 +125,12 @@ def _discovery(emu: Emulator, ex: Exchange, parts: list[str]) -> bool:
             body, ctype = discovery.aggregated(emu.registry, core=False), discovery.AGGREGATED
         else:
             body = discovery.group_list(emu.registry)
+    elif parts[0] == "openapi" and parts[1:2] == ["v3"]:
+        body = (
+            openapi.index(emu.registry, emu.store)
+            if len(parts) == 2
+            else openapi.document(emu.registry, emu.store, "/".join(parts[2:]))
+        )
     elif len(parts) == 2 and parts[0] == "api":
         body = discovery.resource_list(emu.registry, "", parts[1])
     elif len(parts) == 3 and parts[0] == "apis":
@@ -165,6 +175,7 @@ def handle(emu: Emulator, ex: Exchange) -> None:
         if user is None:
             ex.body()
             raise st.unauthorized()
+        user = impersonated(emu.authorizer, user, ex.headers)
         _dispatch(emu, ex, url.path, query, user)
     except st.ApiError as err:
         _respond_error(ex, err)
@@ -209,7 +220,8 @@ def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], use
     attrs = Attributes(
         verb, route.rt.group, route.rt.plural, route.subresource, route.namespace, name
     )
-    if not emu.authorizer.allowed(user, attrs):
+    asks_itself = verb == "create" and route.rt.key == SELF_ACCESS_REVIEWS  # any user may
+    if not asks_itself and not emu.authorizer.allowed(user, attrs):
         raise st.forbidden(
             user.name,
             verb,
@@ -235,12 +247,23 @@ def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], use
 
 def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
     objects = emu.objects
-    if req.subresource == "scale":
-        status, result = emu.scale(verb, req)
+    if verb == "create" and req.rt.key == SELF_ACCESS_REVIEWS:  # answered, never stored
+        ex.respond(201, dumps(self_access_review(emu.authorizer, req)))
+        return
+    if req.subresource in ("scale", "token"):
+        if req.subresource == "token" and verb != "create":
+            raise st.method_not_allowed()
+        status, result = (
+            emu.scale(verb, req) if req.subresource == "scale" else token_request(emu, req)
+        )
         ex.respond(status, dumps(result))
         return
     if verb == "watch":
         _watch(emu, ex, req)
+        return
+    table = tables.wants_table(ex.headers.get("Accept", "")) if verb in ("list", "get") else None
+    if table is not None:
+        ex.respond(200, dumps(_table(emu, req, verb, table)))
         return
     slots = emu.latency
     if verb == "list":
@@ -274,6 +297,19 @@ def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
     ex.respond(status, _encode(emu, req, result))
 
 
+def _table(emu: Emulator, req: Req, verb: str, api_version: str) -> JSON:
+    if verb == "get":
+        found = [emu.objects.get(req)]
+        meta: JSON = {"resourceVersion": found[0]["metadata"].get("resourceVersion", "")}
+    else:
+        listed = codec.loads(emu.objects.list_body(req))
+        meta = listed["metadata"]
+        typed = {"kind": req.rt.kind, "apiVersion": req.rt.api_version}
+        found = [{**typed, **item} for item in listed["items"]]
+    include = req.query.get("includeObject") or "Metadata"
+    return tables.table(req.rt, found, meta, emu.store, api_version, include)
+
+
 def _encode(emu: Emulator, req: Req, result: JSON) -> bytes:
     """The stored object's cached encoding when ``result`` is it (shared with watches/lists)."""
     meta = result.get("metadata") or {}
@@ -296,8 +332,12 @@ def _watch(emu: Emulator, ex: Exchange, req: Req) -> None:
         raise st.bad_request(f"invalid watch parameters: {exc}") from exc
     watch = Watch(req.rt, req.namespace)
     emu.watches.add(watch)
+    as_table = tables.wants_table(ex.headers.get("Accept", ""))
     try:
         write = ex.start_stream()
+        if as_table is not None:  # kubectl get -w
+            include = req.query.get("includeObject") or "Metadata"
+            write = tables.table_events(write, req.rt, emu.store, as_table, include)
         serve(emu.store, watch, query, write, emu.bookmark_interval, emu.stopping, ex.peer_gone)
         ex.end_stream(abort=watch.abort)
     finally:

@@ -242,6 +242,9 @@ class Controllers:
         crd = self.store.get(CRD_KEY, "", name)
         if crd is None:
             return
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+            return  # restored from a saved state: already established and served
         now = now_iso()
         new = copy.deepcopy(crd)
         names = dict(new["spec"].get("names") or {})

@@ -17,6 +17,7 @@ from .patch import json_patch, merge_patch
 from .request import Req, now_iso
 from .resources import ResourceType
 from .store import Store
+from .strategic import strategic_merge_patch
 from .validation import (
     apply_defaults,
     check_kind,
@@ -269,16 +270,18 @@ class Objects:
         view = from_storage(rt, old)
         if ctype == "application/json-patch+json":
             new = json_patch(view, req.body)
-        elif ctype in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+        elif ctype == "application/merge-patch+json":
             if not isinstance(req.body, dict):
                 raise st.bad_request("a merge patch must be a JSON object")
             new = merge_patch(view, req.body)
-        else:
+        elif ctype == "application/strategic-merge-patch+json" and rt.builtin:
+            new = strategic_merge_patch(view, req.body)
+        else:  # custom resources take no strategic merge patch, as in kube-apiserver
             raise st.ApiError(
                 415,
                 "UnsupportedMediaType",
                 f"the body of the request was in an unknown format - accepted media types "
-                f"include: {', '.join(_PATCH_TYPES)} (got {ctype})",
+                f"include: {', '.join(_types(rt))} (got {ctype})",
             )
         return 200, self.update(req, new, old)
 
@@ -328,6 +331,11 @@ class Objects:
 
     def delete_collection(self, req: Req) -> JSON:
         return delete_collection(self.store, req)
+
+
+def _types(rt: ResourceType) -> tuple[str, ...]:
+    smp = "application/strategic-merge-patch+json"
+    return _PATCH_TYPES if rt.builtin else tuple(t for t in _PATCH_TYPES if t != smp)
 
 
 def _check_finalizers(rt: ResourceType, old_meta: JSON, meta: JSON) -> None:

@@ -62,12 +62,24 @@ def _resource(rt: ResourceType) -> JSON:
 
 def _subresource(rt: ResourceType, sub: str) -> JSON:
     out: JSON = {"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced}
-    if sub == "scale":
-        out.update(group="autoscaling", version="v1", kind="Scale")
+    kind = _SUB_KINDS.get(sub)
+    if kind is not None:
+        out.update(kind)
     else:
         out["kind"] = rt.kind
-    out["verbs"] = ["update"] if sub == "finalize" else list(_SUB_VERBS)
+    out["verbs"] = _sub_verbs(sub)
     return out
+
+
+# Subresources answered with another kind than their resource's.
+_SUB_KINDS: dict[str, JSON] = {
+    "scale": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+    "token": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+}
+
+
+def _sub_verbs(sub: str) -> list[str]:
+    return {"finalize": ["update"], "token": ["create"]}.get(sub, list(_SUB_VERBS))
 
 
 def resource_list(registry: Registry, group: str, version: str) -> JSON | None:
@@ -101,13 +113,8 @@ def _aggregated_resource(rt: ResourceType) -> JSON:
     if rt.subresources:
         subs = []
         for sub in sorted(rt.subresources):
-            kind = (
-                {"group": "autoscaling", "version": "v1", "kind": "Scale"}
-                if sub == "scale"
-                else {"group": "", "version": "", "kind": rt.kind}
-            )
-            verbs = ["update"] if sub == "finalize" else list(_SUB_VERBS)
-            subs.append({"subresource": sub, "responseKind": kind, "verbs": verbs})
+            kind = _SUB_KINDS.get(sub) or {"group": "", "version": "", "kind": rt.kind}
+            subs.append({"subresource": sub, "responseKind": kind, "verbs": _sub_verbs(sub)})
         out["subresources"] = subs
     return out
 

@@ -24,7 +24,7 @@ from .rbac import Authorizer
 from .resources import Registry, ResourceType
 from .rollout import RolloutMode, RolloutSimulator
 from .store import Store
-from .tls import default_ca, server_context
+from .tls import CertificateAuthority, default_ca, server_context
 from .validation import from_storage
 from .watch import WatchRegistry
 
@@ -53,6 +53,7 @@ class Emulator:
         log_size: int = 100_000,
         deployments: RolloutMode | None = None,
         latency: str | LatencyModel | None = None,
+        ca: CertificateAuthority | None = None,
     ) -> None:
         self.tls = tls
         self.host = host
@@ -82,7 +83,7 @@ class Emulator:
         )
         self._log: collections.deque[LogEntry] = collections.deque(maxlen=log_size)
         self._server: HTTPServer | None = None
-        self._ca = default_ca() if tls else None
+        self._ca = (ca or default_ca()) if tls else None
         self.ca_pem: bytes = self._ca.cert_pem if self._ca else b""
         for name in SYSTEM_NAMESPACES:
             self._seed_namespace(name)
@@ -239,6 +240,32 @@ class Emulator:
                 self.store.changed.wait(min(left, 0.05))
         return True
 
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def ca(self) -> CertificateAuthority | None:
+        """The CA of the serving certificate (None without TLS)."""
+        return self._ca
+
+    def save_state(self, path: str) -> None:
+        """Write objects, resourceVersion and tokens to ``path`` (see ``state.py``)."""
+        from .state import save_state
+
+        save_state(self, path)
+
+    @classmethod
+    def from_state(cls, path: str, **options: Any) -> Emulator:
+        """A new (not started) emulator holding what ``save_state`` wrote to ``path``: its
+        objects, tokens, admin token, CA and port (unless ``options`` give others).
+
+        ``StateError`` if the file is unreadable or not a state file.
+        """
+        from .state import apply_state, read_state, saved_options
+
+        data = read_state(path)
+        emulator = cls(**{**saved_options(data), **options})
+        apply_state(emulator, data)
+        return emulator
+
     # -- faults ----------------------------------------------------------------------------------
     def drop_watches(self, abort: bool = False) -> int:
         """End every open watch now (``abort`` cuts the connection without a final chunk)."""
@@ -287,7 +314,10 @@ class Emulator:
             raise st.method_not_allowed()
         new = copy.deepcopy(obj)
         new.setdefault("spec", {})["replicas"] = replicas
-        main = Req(req.rt, req.namespace, req.name, "", req.query, new, user_agent=req.user_agent)
+        # Recorded in managedFields as an Update with subresource "scale", as kube does.
+        main = Req(
+            req.rt, req.namespace, req.name, "scale", req.query, new, user_agent=req.user_agent
+        )
         stored = self.store.get(req.rt.key, req.namespace, req.name)
         assert stored is not None
         updated = self.objects.update(main, new, stored)

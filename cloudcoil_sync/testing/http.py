@@ -161,7 +161,9 @@ def _read_request(rfile: Any) -> tuple[str, str, str, Headers] | None:
         if raw in (b"\r\n", b"\n", b""):
             break
         key, _, value = raw.decode("latin-1").partition(":")
-        headers[key.strip().lower()] = value.strip()
+        name, value = key.strip().lower(), value.strip()
+        # A repeated header is one comma-separated list (RFC 9110), e.g. Impersonate-Group.
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
     return parts[0], parts[1], parts[2], headers
 
 

@@ -28,7 +28,8 @@ JSON = dict[str, Any]
 
 @dataclass(frozen=True)
 class Writer:
-    """Who writes: field manager, the apiVersion used and the subresource (``""`` or status)."""
+    """Who writes: field manager, the apiVersion used and the subresource (``""``, status or
+    scale)."""
 
     manager: str
     api_version: str
@@ -183,6 +184,8 @@ def _delete_at(obj: Any, path: Path) -> None:
 
 def _conflict_name(entry: JSON) -> str:
     name = json.dumps(entry.get("manager", ""))
+    if entry.get("subresource"):
+        name += f" with subresource {json.dumps(entry['subresource'])}"
     if entry.get("operation") == "Update":
         return f"{name} using {entry.get('apiVersion', '')}"
     return name
@@ -227,7 +230,7 @@ def apply_patch(
     conflicts: list[tuple[JSON, Path]] = []
     lost: dict[int, FieldSet] = {}
     for index, entry in enumerate(entries):
-        if entry.get("manager") == w.manager:
+        if _is(entry, w, "Apply"):  # the same name's Update entries are other managers
             continue
         owned = from_tree(entry.get("fieldsV1") or {})
         for path in sorted(mine & owned):

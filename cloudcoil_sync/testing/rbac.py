@@ -74,6 +74,11 @@ class Authorizer:
         self.add_token(token, f"system:serviceaccount:{namespace}:{name}", groups)
         return token
 
+    def tokens(self) -> dict[str, User]:
+        """Every accepted token but the admin's, with its user (for saving state)."""
+        with self._lock:
+            return {token: user for token, user in self._tokens.items() if not user.admin}
+
     def authenticate(self, header: str | None) -> User | None:
         """The user for an ``Authorization`` header; ``None`` for an unknown token."""
         if not header:
@@ -128,6 +133,10 @@ class Authorizer:
         with self._lock:
             self._cache[user] = grants
         return grants
+
+    def grants(self, user: User) -> list[tuple[str | None, list[JSON]]]:
+        """(binding namespace, or None if cluster-wide; its role's rules) for ``user``."""
+        return self._grants(user)
 
     def allowed(self, user: User, attrs: Attributes) -> bool:
         if user.admin or "system:masters" in user.groups:

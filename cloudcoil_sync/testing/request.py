@@ -38,7 +38,7 @@ class Req:
         return Writer(
             manager_name(self.user_agent, self.query.get("fieldManager")),
             self.rt.api_version,
-            self.subresource if self.subresource == "status" else "",
+            self.subresource if self.subresource in ("status", "scale") else "",
             not self.rt.builtin,
             now,
         )

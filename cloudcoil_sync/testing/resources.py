@@ -158,7 +158,7 @@ BUILTIN: tuple[ResourceType, ...] = (
     _t("", "v1", "replicationcontrollers", "ReplicationController", sub=("scale", "status")),
     _t("", "v1", "resourcequotas", "ResourceQuota", sub=("status",), short=("quota",)),
     _t("", "v1", "secrets", "Secret"),
-    _t("", "v1", "serviceaccounts", "ServiceAccount", short=("sa",)),
+    _t("", "v1", "serviceaccounts", "ServiceAccount", sub=("token",), short=("sa",)),
     _t("", "v1", "services", "Service", sub=("status",), short=("svc",), generation=False),
     _t("apps", "v1", "controllerrevisions", "ControllerRevision"),
     _t("apps", "v1", "daemonsets", "DaemonSet", sub=("status",), short=("ds",)),

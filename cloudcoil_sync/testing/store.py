@@ -190,6 +190,25 @@ class Store:
             self._record(WatchEvent(rv, key, kind, ns, obj, old, entry))
             return obj
 
+    def restore(self, key: Key, obj: JSON) -> None:
+        """Put a saved object back as it was (its resourceVersion kept, no history event).
+
+        Listeners see it as ADDED so that their indexes (GC, CRDs, RBAC) include it; watches
+        from any earlier resourceVersion get 410 Expired, as after an etcd restore.
+        """
+        with self.lock:
+            meta = obj["metadata"]
+            ns = meta.get("namespace", "")
+            rv = int(meta.get("resourceVersion") or 0)
+            self._rv = max(self._rv, rv)
+            self.compacted_rv = self._rv
+            self._sorted.pop((key, ns), None)
+            entry = self._data.setdefault(key, {}).setdefault(ns, {})[meta["name"]] = Entry(obj)
+            event = WatchEvent(rv, key, "ADDED", ns, obj, None, entry)
+            for listener in self.listeners:
+                listener(event)
+            self.changed.notify_all()
+
     def remove(self, key: Key, obj: JSON) -> JSON:
         """Remove the object; the DELETED event carries a new resourceVersion."""
         with self.lock:

@@ -59,7 +59,32 @@ class CertificateAuthority:
     """A self-signed CA that issues serving certificates for loopback names (and client
     certificates, for tests of client-certificate authentication)."""
 
-    def __init__(self, common_name: str = "cloudcoil-sync-emulator-ca") -> None:
+    def __init__(
+        self,
+        common_name: str = "cloudcoil-sync-emulator-ca",
+        *,
+        pem: tuple[bytes, bytes] | None = None,
+    ) -> None:
+        """A new CA, or with ``pem`` (certificate, private key) the CA saved from ``cert_pem``
+        and ``key_pem`` earlier."""
+        if pem:
+            self._load(*pem)
+        else:
+            self._generate(common_name)
+        self.cert_pem = self._cert.public_bytes(serialization.Encoding.PEM)
+        self.key_pem = _key_pem(self._key)
+        self._lock = threading.Lock()
+        self._serving: dict[tuple[str, ...], ServingCert] = {}
+
+    def _load(self, cert_pem: bytes, key_pem: bytes) -> None:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError("the CA key must be an EC private key")
+        self._key = key
+        self._cert = x509.load_pem_x509_certificate(cert_pem)
+        self._name = self._cert.subject
+
+    def _generate(self, common_name: str) -> None:
         self._key = ec.generate_private_key(ec.SECP256R1())
         public = self._key.public_key()
         self._name = _name(common_name)
@@ -77,10 +102,6 @@ class CertificateAuthority:
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
             .sign(self._key, hashes.SHA256())
         )
-        self.cert_pem = self._cert.public_bytes(serialization.Encoding.PEM)
-        self.key_pem = _key_pem(self._key)
-        self._lock = threading.Lock()
-        self._serving: dict[tuple[str, ...], ServingCert] = {}
 
     def issue(
         self, hosts: tuple[str, ...] = ("127.0.0.1", "localhost"), *, cache: bool = True

@@ -162,10 +162,43 @@ def test_usage_mistakes_exit_2() -> None:
     assert "manifests" in result.stderr
 
 
+def test_image_is_validated_and_resources_are_set_from_flags() -> None:
+    one_line_error(
+        invoke(settings, "manifests", "--image", "bad image!!"),
+        2,
+        "Invalid value for --image: image 'bad image!!' is not a valid image reference",
+    )
+    one_line_error(
+        invoke(settings, "manifests", "--image", "ex/s:v1", "--limits", "memory=64Mi"),
+        2,
+        "resource requests.memory 128Mi is above its limit 64Mi",
+    )
+    one_line_error(
+        invoke(settings, "manifests", "--image", "ex/s:v1", "--requests", "cpu"),
+        2,
+        "'cpu' is not NAME=QUANTITY",
+    )
+    result = invoke(
+        settings, "manifests", "--image", "ex/s:v1", "--requests", "cpu=1,memory=1Gi",
+        "--limits", "none",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    deployment = next(d for d in yaml.safe_load_all(result.stdout) if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"}}
+
+
+def test_grace_period_covers_the_longest_drain() -> None:
+    app = Application("slow")
+    app.controller(ConfigMap, shutdown_timeout=120).reconcile()(lambda config: None)
+    deployment = build_manifests(app, image="ex/slow:v1")[-1]
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 125
+
+
 def test_help_lists_every_command() -> None:
     result = invoke(settings, "--help")
     assert result.exit_code == 0
-    for name in ("install", "manifests", "run", "uninstall"):
+    for name in ("certs", "install", "manifests", "run", "uninstall"):
         assert name in result.stdout
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -243,6 +244,54 @@ def test_concurrent_change_is_never_overwritten(
     assert loop.idle()
     assert loop.reconciler.counts["error"] == 1  # the guarded patch was refused once
     assert loop.reconciler.writes == 1
+
+
+def test_a_refused_guard_is_logged_as_a_change_and_retried(
+    kube_emulator: Emulator,
+    kube_config: Config,
+    loops: list[Loop],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="cloudcoil_sync.controller.test")
+    api = kube_config.client(ConfigMap).raw
+    read_at: list[str] = []
+
+    def racing(key: ResourceKey, cm: ConfigMap | None) -> ConfigMap | None:
+        if cm is None or (cm.data or {}).get("managed"):
+            return None
+        if not read_at:
+            read_at.append(cm.resource_version or "")
+            api.merge_patch(key.name, {"data": {"concurrent": "change"}})
+        return mark_managed(key, cm)
+
+    loop = run(loops, kube_config, ConfigMap, racing)
+    api.create({"metadata": {"name": "race"}})
+    assert kube_emulator.wait_for(
+        lambda: (configmaps(kube_emulator)["race"].get("data") or {}).get("managed") == "yes"
+    )
+    assert loop.idle()
+    retry = next(r for r in caplog.records if "will retry" in r.getMessage())
+    assert retry.levelno == logging.INFO and retry.exc_info is None
+    assert (
+        f"ConfigMap default/race changed after this pass read it at resourceVersion "
+        f"{read_at[0]}; the write was refused, not merged, and the pass will be retried "
+        "against the newer object"
+    ) in retry.getMessage()
+
+
+def test_debug_logs_one_line_per_pass(
+    kube_config: Config, loops: list[Loop], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="cloudcoil_sync.controller.test")
+    loop = run(loops, kube_config, ConfigMap, mark_managed)
+    kube_config.client(ConfigMap).raw.create({"metadata": {"name": "logged"}})
+    assert loop.called("logged", 2)  # the write's echo brings a second pass
+    passes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Pass for ")]
+    key = "default/logged"
+    first = next(m for m in passes if key in m and "wrote" in m)
+    assert re.fullmatch(rf"Pass for .*{key}.*: success in [0-9.]+ ms, wrote /data", first), first
+    assert any(key in m and m.endswith("nothing to write") for m in passes), passes
+    assert all(r.levelno == logging.DEBUG for r in caplog.records if "Pass for" in r.getMessage())
 
 
 def test_wrong_return_values_are_errors(kube_config: Config, loops: list[Loop]) -> None:

@@ -6,6 +6,8 @@
 - ``sh`` blocks: ``python <example> <command> <flags>`` lines are parsed by that example's
   click command line (commands and flags must exist); ``make`` targets must exist in the
   Makefile; other programs must be ones the guide is allowed to name.
+- ``console`` blocks: their ``$ `` lines are checked as ``sh`` lines (a recorded session).
+- ``python -m cloudcoil_sync.testing <command> <flags>`` is parsed by the emulator's command line.
 - ``yaml`` blocks parse.
 """
 
@@ -26,13 +28,14 @@ import yaml
 from example_harness import ROOT, load
 
 from cloudcoil_sync.application.cli import build_cli
+from cloudcoil_sync.testing.serve import cli as emulator_cli
 
 DOCS = ROOT / "docs"
 GUIDE = ["index.md", "guide.md", "concepts.md", "cli.md", "rbac.md", "testing.md"]
 GUIDE += ["deployment.md", "migration.md"]
 PAGES = ["README.md", *(f"docs/{page}" for page in GUIDE)]
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
-PROGRAMS = {"kubectl", "openssl", "docker", "kind", "pip", "export", "cd", "bash", "curl"}
+PROGRAMS = {"kubectl", "openssl", "docker", "kind", "pip", "export", "cd", "bash", "curl", "kill"}
 
 
 def blocks(page: str) -> list[tuple[str, str]]:
@@ -50,7 +53,7 @@ def test_every_page_is_linked_from_the_index() -> None:
 def test_every_block_has_a_checked_language() -> None:
     for page in PAGES:
         for language, _ in blocks(page):
-            assert language in ("python", "diff", "sh", "yaml"), (page, language)
+            assert language in ("python", "diff", "sh", "yaml", "console"), (page, language)
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -95,6 +98,20 @@ def _command(argv: list[str]) -> None:
         command.make_context(argv[2], argv[3:], parent=parent).close()
 
 
+def _emulator_command(argv: list[str]) -> None:
+    """Parse (never run) ``cloudcoil_sync.testing <command> ...``."""
+    with click.Context(emulator_cli, info_name="emulator") as parent:
+        command = emulator_cli.get_command(parent, argv[0])
+        assert command is not None, argv
+        command.make_context(argv[0], argv[1:], parent=parent).close()
+
+
+def _shell_lines(language: str, code: str) -> list[str]:
+    if language == "console":
+        return [line[2:].rstrip(" &") for line in code.splitlines() if line.startswith("$ ")]
+    return code.replace("\\\n", " ").splitlines()
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_shell_blocks_name_real_commands_and_flags(page: str) -> None:
     targets = set(re.findall(r"^([a-z]+):", (ROOT / "Makefile").read_text(), re.M))
@@ -102,9 +119,9 @@ def test_shell_blocks_name_real_commands_and_flags(page: str) -> None:
         if language == "yaml":
             assert list(yaml.safe_load_all(code))
             continue
-        if language != "sh":
+        if language not in ("sh", "console"):
             continue
-        for line in code.replace("\\\n", " ").splitlines():
+        for line in _shell_lines(language, code):
             line = line.split(" #", 1)[0].strip()
             if not line or line.startswith("#"):
                 continue
@@ -114,7 +131,9 @@ def test_shell_blocks_name_real_commands_and_flags(page: str) -> None:
             if argv[0] == "make":
                 assert set(argv[1:]) <= targets, line
             elif argv[0] in ("python", ".venv/bin/python") and argv[1:2] == ["-m"]:
-                assert argv[2] == "pytest", line
+                assert argv[2] in ("pytest", "cloudcoil_sync.testing"), line
+                if argv[2] == "cloudcoil_sync.testing":
+                    _emulator_command(argv[3:])
             elif argv[0] in ("python", ".venv/bin/python"):
                 try:
                     _command(argv)

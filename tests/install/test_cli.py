@@ -77,10 +77,11 @@ def test_dry_runs_print_one_line_per_object_on_stdout(kube: Emulator, kubeconfig
         "created ServiceAccount operators/gadgets",
         "created Role operators/gadgets.operators",
         "created RoleBinding operators/gadgets.operators",
+        "created Lease operators/gadgets: released, the first replica leads at once",
         "created Deployment operators/gadgets",
     ]
     assert result.stderr.splitlines() == [
-        "dry run: 5 objects (5 created, 0 unchanged); nothing was changed"
+        "dry run: 6 objects (6 created, 0 unchanged); nothing was changed"
     ]
     assert all(obj is None for obj in stored(kube).values())
     result = invoke(app, "uninstall", "--dry-run", "--quiet")
@@ -181,3 +182,48 @@ def test_without_webhooks_flag_installs_crds_and_rbac_of_a_webhook_app(
     assert objects["crd"] is not None and objects["role"] is not None
     assert objects["service"] is None and objects["deployment"] is None
     assert objects["mutating"] is None and objects["validating"] is None
+
+
+LEASES = ("coordination.k8s.io", "v1", "leases")
+
+
+def test_uninstall_of_a_loopback_bound_operator_removes_its_renewed_lease(
+    kube: Emulator, kubeconfig: Path
+) -> None:
+    from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+
+    from cloudcoil_sync.application import Application, WebhookServer
+    from cloudcoil_sync.controller import HealthServer
+
+    app = Application("local", namespace="operators", leader_election=True, health=HealthServer())
+    app.controller(ConfigMap).reconcile()(lambda config: None)
+    assert app.health is not None and app.health.host == "127.0.0.1"  # a local run's default
+    dry = invoke(app, "install", "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert "created Lease operators/local: released, the first replica leads at once" in (
+        dry.stdout.splitlines()
+    )
+    assert invoke(app, "install", "-q").exit_code == 0
+    with kube.config(namespace="operators") as replica:  # a replica renews it as itself
+        leases = replica.client(LEASES)
+        lease = leases.get("local")
+        lease["spec"].update(holderIdentity="replica-1", leaseDurationSeconds=15)
+        leases.replace(lease, field_manager="cloudcoil-sync-leader")
+    dry = invoke(app, "uninstall", "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert "would delete Lease operators/local" in dry.stdout.splitlines()
+    assert kube.get_object("coordination.k8s.io", "leases", "operators", "local") is not None
+    removed = invoke(app, "uninstall")
+    assert removed.exit_code == 0, removed.stderr
+    assert "deleted Lease operators/local" in removed.stderr.splitlines()
+    assert kube.get_object("coordination.k8s.io", "leases", "operators", "local") is None
+
+    hooks = Application(
+        "hooks", namespace="operators", webhook=WebhookServer(host="127.0.0.1", ca_bundle=b"")
+    )
+    hooked = hooks.controller(ConfigMap)
+    hooked.reconcile()(lambda config: None)
+    hooked.validate()(lambda config: None)
+    dry = invoke(hooks, "uninstall", "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert "absent Deployment operators/hooks" in dry.stdout.splitlines()

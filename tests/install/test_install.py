@@ -240,7 +240,10 @@ def test_dry_run_changes_nothing_and_reports_changes(
 ) -> None:
     before = kube.store.resource_version
     results = install(app, image="gadgets:v1", config=config, dry_run=True, progress=progress)
-    assert [r.action for r in results] == ["created"] * 8
+    assert [r.action for r in results] == ["created"] * 9
+    assert any(
+        r.dry_run_line().startswith("created Lease operators/gadgets: released") for r in results
+    )
     assert kube.store.resource_version == before
     assert all(obj is None for obj in stored(kube).values())
     assert all(e.query.get("dryRun") == "All" for e in kube.request_log if e.method == "PATCH")

@@ -94,6 +94,10 @@ def test_controller_only_order_and_secure_deployment() -> None:
                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
             }
         ],
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "limits": {"memory": "512Mi"},
+        },
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -101,6 +105,52 @@ def test_controller_only_order_and_secure_deployment() -> None:
             "capabilities": {"drop": ["ALL"]},
         },
     }
+    assert pod["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+    assert pod["terminationGracePeriodSeconds"] == 30
+
+
+def test_grace_period_outlasts_the_drain_and_resources_are_settable() -> None:
+    definition = Definition(
+        "settings", "ops", controllers=[ControllerAccess(ConfigMap, "ops")], shutdown_timeout=60.5
+    )
+    documents = assemble(definition, image="example/settings:v1", requests={"cpu": "1"}, limits={})
+    pod = documents[-1]["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 66  # ceil(60.5) + 5
+    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
+    no_resources = assemble(definition, image="example/settings:v1", requests={}, limits={})
+    assert "resources" not in container(no_resources)
+    with pytest.raises(ValueError, match=r"requests.memory 1Gi is above its limit 512Mi"):
+        assemble(definition, image="example/settings:v1", requests={"memory": "1Gi"})
+    with pytest.raises(ValueError, match=r"limits.memory: '12 GB' is not a resource quantity"):
+        assemble(definition, image="example/settings:v1", limits={"memory": "12 GB"})
+    with pytest.raises(ValueError, match=r"unknown resource 'gpu'"):
+        assemble(definition, image="example/settings:v1", limits={"gpu": "1"})
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["bad image!!", "Example/widgets:v1", "widgets:", "widgets@sha256:abc", "-x/y", "a//b"],
+)
+def test_image_must_be_an_image_reference(image: str) -> None:
+    definition = Definition("settings", "ops", controllers=[ControllerAccess(ConfigMap, "ops")])
+    with pytest.raises(ValueError, match="is not a valid image reference"):
+        assemble(definition, image=image)
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "busybox",
+        "example/widgets:v1",
+        "registry.example.com:5000/team/widgets:1.2.3-rc_1",
+        "localhost/w",
+        "ghcr.io/o/widgets@sha256:" + "0" * 64,
+        "w:v1@sha256:" + "a" * 64,
+    ],
+)
+def test_image_references_accepted(image: str) -> None:
+    definition = Definition("settings", "ops", controllers=[ControllerAccess(ConfigMap, "ops")])
+    assert container(assemble(definition, image=image))["image"] == image
 
 
 def test_health_server_only_operator_gets_port_and_probes() -> None:

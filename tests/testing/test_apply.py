@@ -82,6 +82,40 @@ def test_update_manager_conflict_mentions_api_version(client: Client) -> None:
     )
 
 
+def test_an_update_under_the_appliers_own_name_is_another_manager(client: Client) -> None:
+    """kube-apiserver 1.32, observed: apply, `kubectl scale` (an Update of /scale as manager
+    "kubectl"), apply again as "kubectl": a conflict naming the scale subresource."""
+    deployments = "/apis/apps/v1/namespaces/default/deployments"
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]},
+            },
+        },
+    }
+    ua = {"User-Agent": "kubectl/v1.32.4 (linux/amd64) kubernetes/0000000"}
+    applied = client.patch(f"{deployments}/web?fieldManager=kubectl", deployment, APPLY)
+    assert applied.status_code == 201
+    scaled = client.patch(f"{deployments}/web/scale", {"spec": {"replicas": 3}}, headers=ua)
+    assert scaled.status_code == 200
+    entries = client.get(f"{deployments}/web").json()["metadata"]["managedFields"]
+    scale = next(e for e in entries if e.get("subresource") == "scale")
+    assert (scale["manager"], scale["operation"]) == ("kubectl", "Update")
+    assert scale["fieldsV1"] == {"f:spec": {"f:replicas": {}}}
+    again = client.patch(f"{deployments}/web?fieldManager=kubectl", deployment, APPLY)
+    assert again.status_code == 409
+    assert again.json()["message"] == (
+        'Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" '
+        "using apps/v1: .spec.replicas"
+    )
+
+
 def test_update_takes_fields_from_appliers(client: Client) -> None:
     apply(client, "a", {"x": "1", "y": "1"})
     client.patch(CM + "/ssa", {"data": {"x": "edited"}}, headers={"User-Agent": "kubectl/1"})

@@ -108,7 +108,12 @@ def patched(draw: st.DrawFn) -> tuple[Any, list[dict[str, Any]]]:
                 op["value"] = draw(json_values)
             if kind == "test":
                 op["value"] = _walk(state, _tokens(path))
-        state = _reference(state, [op])
+        try:
+            state = _reference(state, [op])
+        except (IndexError, KeyError):
+            # A move whose target was a later element of the list its source left: the
+            # target no longer exists once the source is removed (RFC 6902), so no such op.
+            continue
         ops.append(op)
     return doc, ops
 

@@ -1,0 +1,129 @@
+"""Protobuf bodies as kubectl sends them (recorded in kubectl_protobuf/), decoded to JSON."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cloudcoil_sync.testing import Emulator
+from cloudcoil_sync.testing.protobuf import decode
+from cloudcoil_sync.testing.status import ApiError
+
+from .conftest import Client
+
+RECORDED = Path(__file__).parent / "kubectl_protobuf"
+RBAC = "rbac.authorization.k8s.io"
+EXPECTED: dict[str, dict[str, Any]] = {
+    "namespace": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns-one"}},
+    "configmap": {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cm-one"},
+        "data": {"ka": "va", "kb": "vb"},
+    },
+    "serviceaccount": {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "sa-one"},
+    },
+    "role": {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "Role",
+        "metadata": {"name": "role-one"},
+        "rules": [
+            {
+                "verbs": ["get", "list"],
+                "apiGroups": [""],
+                "resources": ["pods", "configmaps"],
+                "resourceNames": ["rn1"],
+            }
+        ],
+    },
+    "rolebinding": {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "rb-one"},
+        "subjects": [
+            {"kind": "User", "apiGroup": RBAC, "name": "u1"},
+            {"kind": "Group", "apiGroup": RBAC, "name": "g1"},
+            {"kind": "ServiceAccount", "name": "sa-one", "namespace": "default"},
+        ],
+        "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "role-one"},
+    },
+    "tokenrequest": {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"audiences": ["aud1"], "expirationSeconds": 7200},
+    },
+    "selfsubjectaccessreview-resource": {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"namespace": "nsx", "verb": "list", "resource": "pods"}},
+    },
+    "secret": {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "sec-one"},
+        "data": {"sk": base64.b64encode(b"sv").decode()},
+        "type": "Opaque",
+    },
+    "clusterrole-nonresource": {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "cr-one"},
+        "rules": [{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}],
+    },
+    "clusterrolebinding": {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "crb-one"},
+        "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "u2"}],
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "cr-one"},
+    },
+    "selfsubjectaccessreview-nonresource": {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}},
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_recorded_kubectl_bodies_decode(name: str) -> None:
+    assert decode((RECORDED / f"{name}.bin").read_bytes()) == EXPECTED[name]
+
+
+def _envelope(api_version: bytes, kind: bytes, raw: bytes) -> bytes:
+    type_meta = b"\x0a" + bytes([len(api_version)]) + api_version
+    type_meta += b"\x12" + bytes([len(kind)]) + kind
+    return b"k8s\x00\x0a" + bytes([len(type_meta)]) + type_meta + b"\x12" + bytes([len(raw)]) + raw
+
+
+def test_unknown_kinds_and_broken_bodies_are_named() -> None:
+    with pytest.raises(ApiError) as unknown:
+        decode(_envelope(b"apps/v1", b"Deployment", b""))
+    assert unknown.value.code == 415
+    assert "not apps/v1 Deployment: send application/json" in unknown.value.message
+    assert "ConfigMap" in unknown.value.message
+    with pytest.raises(ApiError) as truncated:
+        decode(_envelope(b"v1", b"ConfigMap", b"\x0a\x05ab"))
+    assert truncated.value.code == 400 and "truncated" in truncated.value.message
+    with pytest.raises(ApiError) as plain:
+        decode(b'{"kind": "ConfigMap"}')
+    assert plain.value.code == 400 and "no protobuf prefix" in plain.value.message
+
+
+def test_a_protobuf_create_is_stored_like_json(client: Client, kube_emulator: Emulator) -> None:
+    answer = client.request(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        data=(RECORDED / "configmap.bin").read_bytes(),
+        headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
+    )
+    assert answer.status_code == 201, answer.text
+    assert answer.headers["Content-Type"].startswith("application/json")
+    stored = kube_emulator.get_object("", "configmaps", "default", "cm-one")
+    assert stored is not None and stored["data"] == {"ka": "va", "kb": "vb"}
