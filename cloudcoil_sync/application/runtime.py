@@ -233,7 +233,7 @@ class _Components:
 
         def target() -> None:
             try:
-                manager.run(self.component_stop)
+                manager.run(self.component_stop, also_stop=(self.stop,))
             except BaseException as error:
                 self.manager_error = error
             finally:

@@ -8,13 +8,21 @@ since the *start* of its last successful write; and the Lease is released only a
 work has stopped. Writes are optimistic (PUT with the read resourceVersion), so two candidates
 can never both win one round.
 
-A Lease this elector *creates* (it was absent) is held for one lease duration before the
-leader work starts: a candidate cannot tell a fresh cluster from a Lease deleted under a live
-leader, and that leader stops by its renew deadline. ``install`` therefore creates the Lease
-released on a first install: a released record is taken at once.
+A Lease this elector *creates* (it was absent) is led at once, as client-go does: the create
+is atomic (a POST that succeeds means nobody else holds that Lease; a competing create gets
+409). The one case a create cannot rule out is a Lease deleted under a live leader; a
+candidate that saw the Lease held and then finds it absent is watching exactly that, so it
+holds the Lease it creates for the longest lease duration it saw before leading (the old
+leader stops by its renew deadline, which is shorter). A replica that never saw a holder
+(a fresh cluster, a first install) has nothing to wait for.
 
-This is coordination, not fencing: leader work must stop promptly when asked (within
-``lease_duration - renew_deadline`` of the deadline) and stay idempotent.
+Fencing: :attr:`LeaderElection.fence` (a `WriteFence`) admits writes only while the last
+successful renewal is younger than ``renew_deadline`` on the monotonic clock; each renewal
+moves its deadline forward, a loss closes it. Leader work that sends its writes from threads
+inside ``fenced(election.fence)`` (the Manager's workers do) cannot write past the deadline,
+even after a pause (SIGSTOP, a long GC, a suspended VM): after one the fence stays closed,
+since a renewal that started past the deadline never counts. Writes already on the wire
+when it closes are the remaining window (see docs/deployment.md).
 
 Owner API::
 
@@ -56,6 +64,7 @@ from cloudcoil_sync.client.errors import (
     NotFound,
     TransportError,
 )
+from cloudcoil_sync.client.fence import WriteFence
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -149,7 +158,7 @@ class LeaseObserver:
     Pure bookkeeping (no I/O, the caller passes ``now``), so the takeover rule can be tested
     without HTTP: a held record may be taken once it stayed unchanged for its
     ``leaseDurationSeconds``; a released record (empty holder) or an absent Lease at once
-    (a created Lease then waits out :meth:`quarantine` before leader work starts).
+    (a created Lease then waits out :meth:`quarantine`, zero unless a holder was seen).
     """
 
     def __init__(self) -> None:
@@ -195,11 +204,12 @@ class LeaseObserver:
     def quarantine(self, fallback: float) -> float:
         """How long to hold a Lease we created before starting leader work.
 
-        Its predecessor (deleted, maybe under a live leader; polls cannot prove an absence was
-        continuous) stops by its renew deadline, shorter than its lease duration: ours, or the
-        longest a holder was seen using.
+        Zero if no holder was ever seen: the create was atomic, nobody else holds it. If one
+        was, the Lease was deleted under it, maybe while it still leads (polls cannot prove
+        the absence was continuous); it stops by its renew deadline, shorter than its lease
+        duration: ours, or the longest a holder was seen using.
         """
-        return max(fallback, self._longest_held)
+        return max(fallback, self._longest_held) if self._longest_held else 0.0
 
 
 _MASTER_STATUS = "leader_election_master_status"
@@ -297,6 +307,12 @@ class LeaderElection:
         self._runner: threading.Thread | None = None  # the thread inside run()
         self._run_stop = threading.Event()  # stop() called while run() is active
         self._lease_api: LeaseAPI | None = None
+        #: Open only while leading within the renew deadline (see the module docstring).
+        self.fence = WriteFence(
+            -math.inf,
+            reason=f"leadership of Lease {self.name} is not proven (renew deadline, loss or stop)",
+            clock=lambda: self._clock(),
+        )
 
     # -- settings-derived values -------------------------------------------------------------
 
@@ -340,6 +356,7 @@ class LeaderElection:
     def _lose_locked(self, reason: str) -> None:
         if self._state == "leading":
             self._state = "lost"
+            self.fence.close(0)  # no wait: writes on the wire finish, no new one is admitted
             self._reason = reason
             self.lost_at = self._clock()
             logger.warning("Lost leadership of Lease %s: %s", self.name, reason)
@@ -360,6 +377,7 @@ class LeaderElection:
                 )
             if self._state == "holding" and self._clock() >= self._work_from:
                 self._state = "leading"
+                self.fence.deadline = self._deadline_locked()
                 self.leading.set()
                 self._cond.notify_all()
                 logger.info("Leading with Lease %s as %s", self.name, self.identity)
@@ -410,6 +428,7 @@ class LeaderElection:
                 self._run_stop.set()
                 self._cond.notify_all()
                 return
+        self.fence.close(0)  # before the release: nothing fenced is admitted after it
         self._stop_requested.set()
         with self._cond:
             self._cond.notify_all()
@@ -469,6 +488,13 @@ class LeaderElection:
             if not self._join_work(worker, join_timeout):
                 raise RuntimeError(
                     f"Leader work for Lease {self.name} did not stop within {join_timeout:g} s; "
+                    "the Lease was not released and will expire"
+                )
+            # Released only once no fenced write can still land (the work closed it already
+            # unless it sends unfenced writes, then this returns at once).
+            if not self.fence.close(self.http_timeout):
+                raise RuntimeError(
+                    f"A write of the leader work for Lease {self.name} was still on the wire; "
                     "the Lease was not released and will expire"
                 )
             joined = True
@@ -604,8 +630,12 @@ class LeaderElection:
             quarantine = self._observer.quarantine(float(self.lease_duration_seconds))
             self._work_from = self._clock() + quarantine if created else -math.inf
             self.acquisitions += 1
-        if created:
-            logger.info("Created Lease %s; leading in %g s", self.name, quarantine)
+        if created and quarantine:
+            logger.info(
+                "Created Lease %s after seeing it held; leading in %g s", self.name, quarantine
+            )
+        elif created:
+            logger.info("Created Lease %s", self.name)
         self._check_deadline()
         return True
 
@@ -712,6 +742,8 @@ class LeaderElection:
                 if self._state in _HOLDING and started < self._deadline_locked():
                     self._lease = renewed
                     self._renewed_at = max(self._renewed_at, started)
+                    if self._state == "leading":
+                        self.fence.deadline = self._deadline_locked()
                     self._cond.notify_all()
             return
         self.renewal_failures += 1

@@ -7,7 +7,10 @@ Sequence of one run::
         leader lifespan entered
         runtimes built (every informer handler registered), informers started, synced
         ... until stop, loss of leadership or a fatal controller error ...
-        workers drained (in-flight passes finish within shutdown_timeout), informers stopped
+        no pass starts any more (the queues hand out no key; queued keys are left to the
+        next leader), in-flight passes finish within shutdown_timeout or are abandoned,
+        the term's write fence closes (writes on the wire answered): see `term.Term`
+        informers stopped
         leader lifespan exited
     [Lease released]
     health server stopped
@@ -27,12 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
+from cloudcoil_sync.client.fence import WriteFence
 from cloudcoil_sync.controller.definition import Controller
 from cloudcoil_sync.controller.health import HealthServer
 from cloudcoil_sync.controller.informer import Informer, InformerFailed
 from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.controller.metrics import OperatorMetrics
 from cloudcoil_sync.controller.runtime import ControllerRuntime, InformerPool, SyncTimeout
+from cloudcoil_sync.controller.term import Term
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -108,6 +113,8 @@ class Manager:
         self._wake = threading.Event()
         self._pools: dict[int, InformerPool] = {}
         self._runtimes: list[ControllerRuntime] = []
+        self._stops: tuple[threading.Event, ...] = ()
+        self._term: Term | None = None
 
     # -- state --------------------------------------------------------------------------------
 
@@ -184,14 +191,21 @@ class Manager:
 
     # -- run ----------------------------------------------------------------------------------
 
-    def run(self, stop: threading.Event | None = None) -> None:
-        """Run until `stop` is set, leadership is lost (LeadershipLost) or a controller fails."""
+    def run(
+        self, stop: threading.Event | None = None, *, also_stop: tuple[threading.Event, ...] = ()
+    ) -> None:
+        """Run until `stop` is set, leadership is lost (LeadershipLost) or a controller fails.
+
+        No pass starts once `stop` or any event of `also_stop` is set (read at each pass
+        start, so an owner's own stop event takes effect without a polling round).
+        """
         with self._lock:
             if self._used:
                 raise RuntimeError("Manager instances can only run once")
             self._used = True
             self._running = True
         stop = stop if stop is not None else threading.Event()
+        self._stops = (stop, *also_stop)
         try:
             with ExitStack() as stack:
                 if self.health is not None:
@@ -229,7 +243,7 @@ class Manager:
         lifespan = self._leader_lifespan
         try:
             with lifespan() if lifespan is not None else nullcontext():
-                self._run_controllers(stop, lost=election.lost)
+                self._run_controllers(stop, lost=election.lost, fence=election.fence)
                 if election.failure is not None:
                     raise election.failure
                 if election.lost.is_set():
@@ -241,16 +255,20 @@ class Manager:
                 raise
 
     def _run_controllers(
-        self, stop: threading.Event, *, lost: threading.Event | None = None
+        self,
+        stop: threading.Event,
+        *,
+        lost: threading.Event | None = None,
+        fence: WriteFence | None = None,
     ) -> None:
-        """Build, start and sync the runtimes; wait; drain and stop them (in that order).
+        """Build, start and sync the runtimes; wait; stop them (`Term.shut_down`).
 
-        Queued keys drain on a normal stop; after a fatal error or a lost election (`lost`
-        set) only the passes in flight finish.
+        `fence` is the election's (closed past the renew deadline); without election the
+        term has its own.
         """
-        drain = True
+        term = self._term = Term(fence, stops=(stop, *self._stops))
         try:
-            runtimes = self._build()
+            runtimes = self._build(term)
             for runtime in runtimes:
                 runtime.start()
             for runtime in runtimes:
@@ -261,16 +279,15 @@ class Manager:
                 self._wake.wait(_TICK)
                 self._check_fatal()
             self._stopping = True
-            drain = lost is None or not lost.is_set()
-            log.info("Stopping controllers%s", "" if drain else " (leadership lost)")
+            lost_now = lost is not None and lost.is_set()
+            log.info("Stopping controllers%s", " (leadership lost)" if lost_now else "")
         except BaseException:
             self._stopping = True
-            drain = False
             raise
         finally:
-            self._stop_runtimes(drain)
+            self._stop_runtimes(term)
 
-    def _build(self) -> list[ControllerRuntime]:
+    def _build(self, term: Term) -> list[ControllerRuntime]:
         for controller, name in zip(self.controllers, self.names, strict=True):
             config = controller.config or self.config
             if config is None:
@@ -286,6 +303,7 @@ class Manager:
                 metrics=self._metrics,
                 name=name,
                 on_fatal=self._on_fatal,
+                term=term,
             )
             with self._lock:
                 self._runtimes.append(runtime)
@@ -345,16 +363,12 @@ class Manager:
                     return informer
         return None
 
-    def _stop_runtimes(self, drain: bool) -> None:
-        """Drain workers (all signalled first, so they drain in parallel), then informers."""
+    def _stop_runtimes(self, term: Term) -> None:
+        """Stop passes (the term's order), then informers."""
         with self._lock:
             runtimes = list(self._runtimes)
             pools = list(self._pools.values())
-        for runtime in runtimes:
-            runtime.queue.shutdown(immediate=not drain)
-        for runtime in reversed(runtimes):
-            if not runtime.stop(drain=drain):
-                log.error("Controller %s: passes still running at shutdown", runtime.name)
+        term.shut_down(runtimes)  # if a write stayed on the wire, the elector keeps the Lease
         for pool in pools:
             if not pool.stop(timeout=_POOL_STOP_TIMEOUT):
                 log.warning("Some informers did not stop within %gs", _POOL_STOP_TIMEOUT)

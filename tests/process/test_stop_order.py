@@ -1,0 +1,62 @@
+"""Stop semantics (SPEC §4, issue 17): on stop no pass starts, in-flight passes finish or are
+abandoned at `shutdown_timeout` with their writes refused, and only then is the Lease released."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+
+from cloudcoil_sync.client import Config
+from cloudcoil_sync.testing import Emulator
+
+from .apps import settings_app
+from .conftest import StartApp, configmap, fast_election, lease, released_lease, wait_until
+
+LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/default/leases/settings"
+
+
+def workers_alive() -> list[str]:
+    return [t.name for t in threading.enumerate() if "-worker-" in t.name and t.is_alive()]
+
+
+def test_stop_with_a_deep_queue_starts_nothing_and_releases_after_the_last_write(
+    kube_emulator: Emulator, kube_config: Config, running: StartApp
+) -> None:
+    released_lease(kube_config)
+    for index in range(40):
+        kube_emulator.create_object(configmap(f"cm-{index:02d}"))
+    entered: list[tuple[float, str]] = []
+    lock = threading.Lock()
+    go = threading.Semaphore(0)
+
+    def hook(config: ConfigMap) -> None:
+        with lock:
+            entered.append((time.monotonic(), config.name or ""))
+        assert go.acquire(timeout=60)
+
+    app = settings_app(
+        config=kube_emulator.config(),
+        hook=hook,
+        leader_election=fast_election(identity="old"),
+        controller_options={"workers": 4, "shutdown_timeout": 1},
+    )
+    run = running(app)
+    assert wait_until(lambda: len(entered) == 4, timeout=30)
+    kube_emulator.clear_log()
+    stopped = time.monotonic()
+    run.stop.set()
+    go.release(2)  # two passes finish within shutdown_timeout; two are abandoned
+    assert run.close(timeout=30) is None
+    assert lease(kube_emulator)["spec"]["holderIdentity"] == ""  # released
+    go.release(2)  # the abandoned passes return now, after the release: their writes are refused
+    assert wait_until(lambda: not workers_alive(), timeout=30), workers_alive()
+
+    assert len(entered) == 4 and all(at < stopped for at, _ in entered)  # nothing new started
+    log = kube_emulator.request_log
+    patches = [i for i, e in enumerate(log) if e.method == "PATCH" and "/configmaps/" in e.path]
+    lease_puts = [i for i, e in enumerate(log) if e.method == "PUT" and e.path == LEASE_PATH]
+    assert len(patches) == 2, [(e.method, e.path) for e in log]
+    assert lease_puts and max(patches) < lease_puts[-1]  # every write precedes the release
+    assert not [e for e in log[lease_puts[-1] :] if e.method not in ("GET",)][1:]
