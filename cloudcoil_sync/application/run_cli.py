@@ -39,8 +39,8 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
         if stop.is_set():
             log.warning("Received %s again; exiting without waiting for the drain", name)
             os._exit(128 + signum)
+        stop.set()  # first: no pass starts from here on, not after the log line's I/O
         log.info("Received %s; stopping gracefully (send it again to exit at once)", name)
-        stop.set()
 
     previous = {signum: signal.signal(signum, handle) for signum in SIGNALS}
     try:

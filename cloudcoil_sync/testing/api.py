@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -36,6 +36,8 @@ class LogEntry:
     query: dict[str, str]
     user: str
     status: int
+    #: When the answer was about to leave (monotonic; comparable across local processes).
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
