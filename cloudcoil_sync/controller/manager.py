@@ -3,7 +3,9 @@
 Sequence of one run::
 
     health server started (bind failure is fatal)
-    [leader election: wait to lead; standbys start no informers]
+    [leader election: wait to lead; standbys start no informers, unless warm: then the
+     runtimes are built and their informers list and watch before leading, so that a
+     takeover reconciles from a synced cache]
         leader lifespan entered
         runtimes built (every informer handler registered), informers started, synced
         ... until stop, loss of leadership or a fatal controller error ...
@@ -231,12 +233,26 @@ class Manager:
     def _run_elected(self, election: LeaderElection, stop: threading.Event) -> None:
         config = election.config or self.config or self.controllers[0].config
         longest = max(c.shutdown_timeout for c in self.controllers)
-        election.run(
-            lambda work_stop: self._leader_work(election, work_stop),
-            stop=stop,
-            config=config,
-            join_timeout=longest + _POOL_STOP_TIMEOUT + _STOP_MARGIN,
-        )
+        if election.warm:
+            self._warm_up(election.fence)
+        try:
+            election.run(
+                lambda work_stop: self._leader_work(election, work_stop),
+                stop=stop,
+                config=config,
+                join_timeout=longest + _POOL_STOP_TIMEOUT + _STOP_MARGIN,
+            )
+        finally:
+            term = self._term
+            if term is not None and not term.ended:  # a warm standby that never led
+                self._stop_runtimes(term)
+
+    def _warm_up(self, fence: WriteFence) -> None:
+        """Build the runtimes and start their informers now (their workers start on leading)."""
+        term = self._term = Term(fence, stops=self._stops)
+        for runtime in self._build(term):
+            runtime.start()
+        log.info("Warm standby: informers listing and watching before leading")
 
     def _leader_work(self, election: LeaderElection, stop: threading.Event) -> None:
         """Controllers inside the leader lifespan; the lifespan sees how leadership ended."""
@@ -266,11 +282,17 @@ class Manager:
         `fence` is the election's (closed past the renew deadline); without election the
         term has its own.
         """
-        term = self._term = Term(fence, stops=(stop, *self._stops))
+        term = self._term
         try:
-            runtimes = self._build(term)
-            for runtime in runtimes:
-                runtime.start()
+            if term is None:
+                term = self._term = Term(fence, stops=(stop, *self._stops))
+                runtimes = self._build(term)
+                for runtime in runtimes:
+                    runtime.start()
+            else:  # warmed up while standing by: informers already started
+                term.watch(stop)
+                with self._lock:
+                    runtimes = list(self._runtimes)
             for runtime in runtimes:
                 if not self._wait_synced(runtime, stop):
                     break
@@ -285,7 +307,8 @@ class Manager:
             self._stopping = True
             raise
         finally:
-            self._stop_runtimes(term)
+            if term is not None:
+                self._stop_runtimes(term)
 
     def _build(self, term: Term) -> list[ControllerRuntime]:
         for controller, name in zip(self.controllers, self.names, strict=True):

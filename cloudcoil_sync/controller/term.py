@@ -63,6 +63,14 @@ class Term:
         if not self.admits():
             raise PassRefused("no pass starts: the leader work is stopping or fenced")
 
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def watch(self, stop: threading.Event) -> None:
+        """Also refuse passes once `stop` is set."""
+        self._stops = (*self._stops, stop)
+
     def end(self) -> None:
         """Start no more passes (stops already set count without this)."""
         self._ended = True

@@ -9,6 +9,7 @@ import time
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.client import Config
+from cloudcoil_sync.controller.cache import InformerNotSynced
 from cloudcoil_sync.testing import Emulator
 
 from .apps import settings_app
@@ -60,3 +61,61 @@ def test_stop_with_a_deep_queue_starts_nothing_and_releases_after_the_last_write
     assert len(patches) == 2, [(e.method, e.path) for e in log]
     assert lease_puts and max(patches) < lease_puts[-1]  # every write precedes the release
     assert not [e for e in log[lease_puts[-1] :] if e.method not in ("GET",)][1:]
+
+
+def test_a_warm_standby_syncs_its_cache_before_leading_and_reconciles_on_takeover(
+    kube_emulator: Emulator, kube_config: Config, running: StartApp
+) -> None:
+    released_lease(kube_config)
+    for index in range(20):
+        kube_emulator.create_object(configmap(f"cm-{index:02d}"))
+    leader = settings_app(config=kube_emulator.config(), leader_election=fast_election())
+    leader_run = running(leader)
+    leader.wait_ready(timeout=30)
+    passes: list[str] = []
+    standby = settings_app(
+        config=kube_emulator.config(),
+        hook=lambda config: passes.append(config.name or ""),
+        leader_election=fast_election(identity="warm", warm=True),
+    )
+    standby_run = running(standby)
+    # Standing by with a synced cache: no pass yet, but every object is in its informer.
+    assert wait_until(lambda: standby.manager is not None and standby.manager.informer_count == 1)
+    manager = standby.manager
+    assert manager is not None
+
+    def cached() -> int:
+        try:
+            return len(manager.cached(ConfigMap).list())
+        except InformerNotSynced:
+            return -1
+
+    assert wait_until(lambda: cached() == 20, timeout=30)
+    assert not standby.ready and passes == []
+    assert leader_run.close() is None
+    assert wait_until(lambda: standby.ready and len(set(passes)) == 20, timeout=30)
+    assert lease(kube_emulator)["spec"]["holderIdentity"] == "warm"
+    assert standby_run.close() is None
+
+
+def test_a_warm_standby_that_never_leads_stops_its_informers(
+    kube_emulator: Emulator, kube_config: Config, running: StartApp
+) -> None:
+    kube_config.client(("coordination.k8s.io", "v1", "leases")).create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "settings"},
+            "spec": {"holderIdentity": "someone", "leaseDurationSeconds": 3600},
+        }
+    )
+    before = {t.name for t in threading.enumerate()}
+    standby = settings_app(
+        config=kube_emulator.config(), leader_election=fast_election(identity="warm", warm=True)
+    )
+    run = running(standby)
+    assert wait_until(lambda: kube_emulator.open_watches == 1, timeout=30)
+    assert run.close() is None
+    assert wait_until(lambda: kube_emulator.open_watches == 0, timeout=30)
+    started = {t.name for t in threading.enumerate() if t.is_alive()} - before
+    assert not [name for name in started if "informer" in name or "-worker-" in name], started
