@@ -39,6 +39,7 @@ released only once ``work`` has returned.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -54,6 +55,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import uuid4
 
+import requests
 from prometheus_client import CollectorRegistry, Gauge
 
 from cloudcoil_sync.client.errors import (
@@ -61,6 +63,7 @@ from cloudcoil_sync.client.errors import (
     APIError,
     ClientError,
     Conflict,
+    Forbidden,
     NotFound,
     TransportError,
 )
@@ -316,6 +319,9 @@ class LeaderElection:
         self._runner: threading.Thread | None = None  # the thread inside run()
         self._run_stop = threading.Event()  # stop() called while run() is active
         self._lease_api: LeaseAPI | None = None
+        self._seen_version: str | None = None  # of the Lease at the last acquire GET
+        self._acquire_delay = 0.0  # until the observed holder's record may be taken
+        self._watch_denied = False
         #: Open only while leading within the renew deadline (see the module docstring).
         self.fence = WriteFence(
             -math.inf,
@@ -439,6 +445,9 @@ class LeaderElection:
                 return
         self.fence.close(0)  # before the release: nothing fenced is admitted after it
         self._stop_requested.set()
+        interrupt = getattr(self._lease_api, "interrupt", None)
+        if interrupt is not None:
+            interrupt()  # a standby waiting on the Lease's watch
         with self._cond:
             self._cond.notify_all()
             thread = self._thread
@@ -625,8 +634,34 @@ class LeaderElection:
                 acquired = None
             if acquired is not None:
                 return self._hold(*acquired, started)
-            self._stop_requested.wait(self.retry_period * random.uniform(0.9, 1.1))
+            self._await_change(self.retry_period * random.uniform(0.9, 1.1))
         return False
+
+    def _await_change(self, limit: float) -> None:
+        """Until the next attempt: ``limit``, or the takeover time if sooner, or a change.
+
+        A standby watches the Lease rather than sleeping: a release (or any renewal) wakes it
+        at once, so a handover after SIGTERM takes milliseconds, not a retry period, and the
+        takeover rule times each record from when it was written, not when it was polled.
+        """
+        if self._acquire_delay > 0:
+            limit = min(limit, self._acquire_delay)
+        api = self._api()
+        waiter = getattr(api, "wait_change", None)
+        if waiter is None or self._watch_denied or limit < 1:
+            self._stop_requested.wait(limit)
+            return
+        end = self._clock() + limit
+        try:
+            waiter(self._seen_version, int(limit))
+        except Forbidden:
+            self._watch_denied = True
+            logger.info("No watch permission on Lease %s: polling it instead", self.name)
+        except ClientError as error:
+            logger.debug("Watching Lease %s failed: %s", self.name, error)
+        else:
+            return
+        self._stop_requested.wait(max(0.0, end - self._clock()))
 
     def _hold(self, lease: dict[str, Any], created: bool, started: float) -> bool:
         with self._cond:
@@ -655,7 +690,11 @@ class LeaderElection:
         now = self._clock()
         fallback = float(self.lease_duration_seconds)
         self._observer.observe(current, now, fallback=fallback)
-        if self._observer.wait_before_acquire(current, self.identity, now, fallback=fallback):
+        metadata = (current or {}).get("metadata")
+        self._seen_version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+        wait = self._observer.wait_before_acquire(current, self.identity, now, fallback=fallback)
+        self._acquire_delay = wait
+        if wait:
             return None
         stamp = _micro_time()
         try:
@@ -833,8 +872,12 @@ class _ClientLeaseAPI:
 
     def __init__(self, config: Config, namespace: str, name: str) -> None:
         self._transport = config.transport
+        self._name = name
         self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self._item = f"{self._collection}/{name}"
+        self._lock = threading.Lock()
+        self._watching: Any = None
+        self._interrupted = False
 
     def _send(self, method: str, path: str, timeout: float, body: Any = None) -> dict[str, Any]:
         timeout = max(0.05, timeout)
@@ -857,3 +900,50 @@ class _ClientLeaseAPI:
 
     def replace(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         return self._send("PUT", self._item, timeout, body)
+
+    def wait_change(self, resource_version: str | None, seconds: int) -> None:
+        """Return at the first watch event on the Lease after ``resource_version`` (any
+        change, or a 410), or when the server ends the watch after ``seconds``."""
+        params = {
+            "watch": "1",
+            "fieldSelector": f"metadata.name={self._name}",
+            "timeoutSeconds": str(seconds),
+        }
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        response = self._transport.request(
+            "GET",
+            self._collection,
+            params=params,
+            stream=True,
+            read_timeout=seconds + 2.0,
+            connect_timeout=float(seconds),
+            retries=0,
+        )
+        with self._lock:
+            if self._interrupted:
+                response.close()
+                return
+            self._watching = response
+        try:
+            for line in response.iter_lines(chunk_size=None):
+                if line:
+                    return
+        except (OSError, requests.RequestException) as error:
+            if not self._interrupted:
+                raise TransportError(f"watch of Lease {self._name} broke: {error}") from None
+        finally:
+            with self._lock:
+                self._watching = None
+            response.close()
+
+    def interrupt(self) -> None:
+        """Wake a ``wait_change`` blocked on another thread (it returns); for stop."""
+        with self._lock:
+            self._interrupted = True
+            response = self._watching
+        connection = getattr(getattr(response, "raw", None), "_connection", None)
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
