@@ -15,7 +15,8 @@ cache listed), signals the leader, and follows the objects with its own list + w
 - `converged`: signal → every object written by the new leader.
 
 Also per standby: its RSS while standing by, and (emulator only) the requests made in the
-namespace while it stood by (the leader idles then: Lease renewals only). Every timestamp is
+namespace from its start to the signal (the leader idles then: Lease renewals only; a warm
+standby adds its paginated LIST and one open watch). Every timestamp is
 CLOCK_MONOTONIC, shared by the processes of one machine. Against a real cluster
 (`--kubeconfig`) the namespace is deleted at the end.
 """
@@ -221,14 +222,14 @@ def run(count: int, scenarios: list[str], kubeconfig: str | None) -> dict[str, A
             raise SystemExit("the first leader did not converge")
         for index, scenario in enumerate(scenarios, 1):
             how, mode = scenario.split("-")
+            if not kubeconfig:
+                target.requests(namespace)  # clear the log
             standby = Replica(f"r{index}", namespace, config, mode == "warm", work)
             replicas.append(standby)
             standby.stamp("running", 120)
             if mode == "warm":
                 standby.stamp("synced", 120)
-            if not kubeconfig:
-                target.requests(namespace)  # clear the log
-            time.sleep(6)  # stand by for a while: polls, and (warm) the open watch
+            time.sleep(6)  # stand by for a while: Lease waits, and (warm) the open watch
             standing = {"standby_rss_mb": round(standby.rss_mb(), 1)}
             if not kubeconfig:
                 standing["standby_window_requests"] = target.requests(namespace)
