@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 
 from cloudcoil_sync.client.errors import ClientError
 
@@ -89,18 +89,32 @@ class WriteFence:
     @contextmanager
     def write(self, method: str, path: str) -> Iterator[None]:
         """Admit one write (raises `WriteFenced` once closed), tracked while in flight."""
-        parent = self.parent
-        with parent.write(method, path) if parent is not None else nullcontext():
-            with self._cond:
-                if self._own_closed():
-                    raise WriteFenced(f"{method} {path} not sent: {self.reason}")
-                self._in_flight += 1
-            try:
-                yield
-            finally:
-                with self._cond:
-                    self._in_flight -= 1
-                    self._cond.notify_all()
+        chain: list[WriteFence] = []
+        fence: WriteFence | None = self
+        while fence is not None:
+            chain.append(fence)
+            fence = fence.parent
+        admitted: list[WriteFence] = []
+        try:
+            for fence in reversed(chain):  # the outermost first: its reason is reported
+                fence._admit(method, path)
+                admitted.append(fence)
+            yield
+        finally:
+            for fence in admitted:
+                fence._release()
+
+    def _admit(self, method: str, path: str) -> None:
+        with self._cond:
+            if self._own_closed():
+                raise WriteFenced(f"{method} {path} not sent: {self.reason}")
+            self._in_flight += 1
+
+    def _release(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            if self._closed:  # only close() waits for writes in flight
+                self._cond.notify_all()
 
 
 def current() -> WriteFence | None:
