@@ -350,6 +350,12 @@ class LeaderElection:
             return self._state == "leading" and self._clock() < self._deadline_locked()
 
     @property
+    def standing_by(self) -> bool:
+        """Inside :meth:`run` and not (yet) leading: :meth:`stop` ends the run at once."""
+        with self._cond:
+            return self._runner is not None and not self.leading.is_set()
+
+    @property
     def deadline(self) -> float | None:
         """Monotonic time leadership ends unless renewed before; None when not leading."""
         with self._cond:

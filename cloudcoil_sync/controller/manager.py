@@ -236,12 +236,14 @@ class Manager:
         if election.warm:
             self._warm_up(election.fence)
         try:
+            self._check_fatal()  # failed before run() started (later: it stops the election)
             election.run(
                 lambda work_stop: self._leader_work(election, work_stop),
                 stop=stop,
                 config=config,
                 join_timeout=longest + _POOL_STOP_TIMEOUT + _STOP_MARGIN,
             )
+            self._check_fatal()  # a warm standby that failed before leading
         finally:
             term = self._term
             if term is not None and not term.ended:  # a warm standby that never led
@@ -364,6 +366,9 @@ class Manager:
                 self._fatal = error
             self._lock.notify_all()
         self._wake.set()
+        election = self.leader_election
+        if election is not None and election.warm and election.standing_by:
+            election.stop()  # a warm standby's informer died: stop standing by, report it
 
     def _check_fatal(self) -> None:
         error = self._fatal
