@@ -1,7 +1,7 @@
-"""The ``run`` command: run the operator until SIGINT/SIGTERM, then drain and exit 0.
+"""The ``run`` command: run the operator until SIGINT/SIGTERM, then stop and exit 0.
 
 Signal handlers are installed only here (``app.run`` installs none) and the previous ones
-are restored afterwards. A second signal while draining exits at once. Losing leadership
+are restored afterwards. A second signal while stopping exits at once. Losing leadership
 exits non-zero so the Pod restarts; every failure is one ``Error:`` line.
 """
 
