@@ -309,7 +309,8 @@ def infer_permissions(
         lease_namespace = check_label(lease_namespace or namespace, "Leader election namespace")
         leases = ApiIdentity(*_LEASES, "Namespaced")
         permissions.grant(leases, ("create",), lease_namespace)
-        permissions.grant(leases, ("get", "update"), lease_namespace, names=(lease_name,))
+        # watch: standbys wait on the Lease instead of polling it (a release wakes them).
+        permissions.grant(leases, ("get", "update", "watch"), lease_namespace, names=(lease_name,))
     return permissions
 
 

@@ -1,7 +1,7 @@
-"""The ``run`` command: run the operator until SIGINT/SIGTERM, then drain and exit 0.
+"""The ``run`` command: run the operator until SIGINT/SIGTERM, then stop and exit 0.
 
 Signal handlers are installed only here (``app.run`` installs none) and the previous ones
-are restored afterwards. A second signal while draining exits at once. Losing leadership
+are restored afterwards. A second signal while stopping exits at once. Losing leadership
 exits non-zero so the Pod restarts; every failure is one ``Error:`` line.
 """
 
@@ -40,8 +40,8 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
         if stop.is_set():
             log.warning("Received %s again; exiting without waiting for the drain", name)
             os._exit(128 + signum)
+        stop.set()  # first: no pass starts from here on, not after the log line's I/O
         log.info("Received %s; stopping gracefully (send it again to exit at once)", name)
-        stop.set()
 
     previous = {signum: signal.signal(signum, handle) for signum in SIGNALS}
     try:

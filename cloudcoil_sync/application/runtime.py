@@ -4,9 +4,10 @@ Start-up: validate and freeze the definition, load the Config (unless one was su
 enter the process lifespan, start the webhook host (every replica) and the Manager thread
 (controllers; leader election inside). `run` then waits for `stop` or for a component to end.
 
-Shutdown order: readiness cleared → manager drained (in-flight passes finish, bounded by
-shutdown_timeout) → informers stopped → Lease released → webhook host stopped → process
-lifespan exited → owned Config closed. A component ending on its own is a failure:
+Shutdown order: readiness cleared → no pass starts (the manager reads `stop` itself at each
+pass start) → in-flight passes finish within shutdown_timeout or are abandoned, their writes
+fenced (`controller.term`) → informers stopped → Lease released → webhook host stopped →
+process lifespan exited → owned Config closed. A component ending on its own is a failure:
 its error, or ``RuntimeError("An operator component stopped unexpectedly")``.
 """
 
@@ -233,7 +234,7 @@ class _Components:
 
         def target() -> None:
             try:
-                manager.run(self.component_stop)
+                manager.run(self.component_stop, also_stop=(self.stop,))
             except BaseException as error:
                 self.manager_error = error
             finally:

@@ -5,13 +5,18 @@ cancelled). The controller runs each pass inside `fenced(fence)`; once the fence
 (explicitly, or because its deadline passed) every non-read request the pass's thread
 sends through this client raises `WriteFenced` before anything reaches the API server.
 A write already on the wire when the fence closes is not cut short: `close` waits for it.
+
+Fences nest: a pass's own fence (its `reconcile_timeout`) has the leader term's fence as
+`parent` (closed at `shutdown_timeout`, or once the Lease's renew deadline passes; the elector
+moves that `deadline` forward at each successful renewal). A write is admitted only while
+every fence up the chain is open, and is counted in flight by each of them.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from cloudcoil_sync.client.errors import ClientError
@@ -28,18 +33,37 @@ class WriteFenced(ClientError):
 
 
 class WriteFence:
-    """Admits writes until closed or until the monotonic `deadline`, whichever is first."""
+    """Admits writes until closed or until the monotonic `deadline`, whichever is first,
+    and only while `parent` (if any) admits them too."""
 
-    def __init__(self, deadline: float | None = None, *, reason: str = "the work was abandoned"):
+    def __init__(
+        self,
+        deadline: float | None = None,
+        *,
+        reason: str = "the work was abandoned",
+        parent: WriteFence | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.deadline = deadline
         self.reason = reason
+        self.parent = parent
+        self._clock = clock
         self._cond = threading.Condition()
         self._closed = False
         self._in_flight = 0
 
     @property
     def closed(self) -> bool:
-        return self._closed or (self.deadline is not None and time.monotonic() >= self.deadline)
+        return self._own_closed() or (self.parent is not None and self.parent.closed)
+
+    @property
+    def in_flight(self) -> int:
+        """Writes admitted by this fence and not yet answered."""
+        return self._in_flight
+
+    def _own_closed(self) -> bool:
+        deadline = self.deadline
+        return self._closed or (deadline is not None and self._clock() >= deadline)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the fence closes (or `timeout`); True if closed. Long handlers can
@@ -47,7 +71,7 @@ class WriteFence:
         with self._cond:
             if self.deadline is None:
                 return self._cond.wait_for(lambda: self._closed, timeout)
-            left = self.deadline - time.monotonic()
+            left = self.deadline - self._clock()
             limit = left if timeout is None else min(left, timeout)
             self._cond.wait_for(lambda: self._closed, max(0.0, limit))
             return self.closed
@@ -65,15 +89,31 @@ class WriteFence:
     @contextmanager
     def write(self, method: str, path: str) -> Iterator[None]:
         """Admit one write (raises `WriteFenced` once closed), tracked while in flight."""
-        with self._cond:
-            if self.closed:
-                raise WriteFenced(f"{method} {path} not sent: {self.reason}")
-            self._in_flight += 1
+        chain: list[WriteFence] = []
+        fence: WriteFence | None = self
+        while fence is not None:
+            chain.append(fence)
+            fence = fence.parent
+        admitted: list[WriteFence] = []
         try:
+            for fence in reversed(chain):  # the outermost first: its reason is reported
+                fence._admit(method, path)
+                admitted.append(fence)
             yield
         finally:
-            with self._cond:
-                self._in_flight -= 1
+            for fence in admitted:
+                fence._release()
+
+    def _admit(self, method: str, path: str) -> None:
+        with self._cond:
+            if self._own_closed():
+                raise WriteFenced(f"{method} {path} not sent: {self.reason}")
+            self._in_flight += 1
+
+    def _release(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            if self._closed:  # only close() waits for writes in flight
                 self._cond.notify_all()
 
 

@@ -8,13 +8,21 @@ since the *start* of its last successful write; and the Lease is released only a
 work has stopped. Writes are optimistic (PUT with the read resourceVersion), so two candidates
 can never both win one round.
 
-A Lease this elector *creates* (it was absent) is held for one lease duration before the
-leader work starts: a candidate cannot tell a fresh cluster from a Lease deleted under a live
-leader, and that leader stops by its renew deadline. ``install`` therefore creates the Lease
-released on a first install: a released record is taken at once.
+A Lease this elector *creates* (it was absent) is led at once, as client-go does: the create
+is atomic (a POST that succeeds means nobody else holds that Lease; a competing create gets
+409). The one case a create cannot rule out is a Lease deleted under a live leader; a
+candidate that saw the Lease held and then finds it absent is watching exactly that, so it
+holds the Lease it creates for the longest lease duration it saw before leading (the old
+leader stops by its renew deadline, which is shorter). A replica that never saw a holder
+(a fresh cluster, a first install) has nothing to wait for.
 
-This is coordination, not fencing: leader work must stop promptly when asked (within
-``lease_duration - renew_deadline`` of the deadline) and stay idempotent.
+Fencing: :attr:`LeaderElection.fence` (a `WriteFence`) admits writes only while the last
+successful renewal is younger than ``renew_deadline`` on the monotonic clock; each renewal
+moves its deadline forward, a loss closes it. Leader work that sends its writes from threads
+inside ``fenced(election.fence)`` (the Manager's workers do) cannot write past the deadline,
+even after a pause (SIGSTOP, a long GC, a suspended VM): after one the fence stays closed,
+since a renewal that started past the deadline never counts. Writes already on the wire
+when it closes are the remaining window (see docs/deployment.md).
 
 Owner API::
 
@@ -31,6 +39,7 @@ released only once ``work`` has returned.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -46,6 +55,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import uuid4
 
+import requests
 from prometheus_client import CollectorRegistry, Gauge
 
 from cloudcoil_sync.client.errors import (
@@ -53,9 +63,11 @@ from cloudcoil_sync.client.errors import (
     APIError,
     ClientError,
     Conflict,
+    Forbidden,
     NotFound,
     TransportError,
 )
+from cloudcoil_sync.client.fence import WriteFence
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -149,7 +161,7 @@ class LeaseObserver:
     Pure bookkeeping (no I/O, the caller passes ``now``), so the takeover rule can be tested
     without HTTP: a held record may be taken once it stayed unchanged for its
     ``leaseDurationSeconds``; a released record (empty holder) or an absent Lease at once
-    (a created Lease then waits out :meth:`quarantine` before leader work starts).
+    (a created Lease then waits out :meth:`quarantine`, zero unless a holder was seen).
     """
 
     def __init__(self) -> None:
@@ -195,11 +207,12 @@ class LeaseObserver:
     def quarantine(self, fallback: float) -> float:
         """How long to hold a Lease we created before starting leader work.
 
-        Its predecessor (deleted, maybe under a live leader; polls cannot prove an absence was
-        continuous) stops by its renew deadline, shorter than its lease duration: ours, or the
-        longest a holder was seen using.
+        Zero if no holder was ever seen: the create was atomic, nobody else holds it. If one
+        was, the Lease was deleted under it, maybe while it still leads (polls cannot prove
+        the absence was continuous); it stops by its renew deadline, shorter than its lease
+        duration: ours, or the longest a holder was seen using.
         """
-        return max(fallback, self._longest_held)
+        return max(fallback, self._longest_held) if self._longest_held else 0.0
 
 
 _MASTER_STATUS = "leader_election_master_status"
@@ -241,6 +254,10 @@ class LeaderElection:
     :meth:`start`, :meth:`wait_leader`, watch :attr:`lost` / :attr:`deadline`, stop their work,
     then :meth:`stop` (which releases the Lease). An instance elects once: after leadership is
     lost it does not try again (build a new one, or let the process restart).
+
+    ``warm=True`` (as controller-runtime's warmup) makes a Manager's standbys start their
+    informers before they lead: a takeover reconciles from a synced cache at once, for the
+    standby's cache memory and one list plus one open watch per informer.
     """
 
     def __init__(
@@ -253,8 +270,13 @@ class LeaderElection:
         renew_deadline: float = 10,
         retry_period: float = 2,
         config: Config | None = None,
+        warm: bool = False,
     ) -> None:
         self.name = _dns_name(name, label=False)
+        if not isinstance(warm, bool):
+            raise TypeError("warm must be True or False")
+        #: Standbys list and watch their informers before they lead (a Manager reads this).
+        self.warm = warm
         self.namespace = _dns_name(namespace, label=True) if namespace is not None else None
         self.identity = identity if identity is not None else f"{socket.gethostname()}_{uuid4()}"
         if not isinstance(self.identity, str) or not 1 <= len(self.identity) <= 128:
@@ -297,6 +319,15 @@ class LeaderElection:
         self._runner: threading.Thread | None = None  # the thread inside run()
         self._run_stop = threading.Event()  # stop() called while run() is active
         self._lease_api: LeaseAPI | None = None
+        self._seen_version: str | None = None  # of the Lease at the last acquire GET
+        self._acquire_delay = 0.0  # until the observed holder's record may be taken
+        self._watch_denied = False
+        #: Open only while leading within the renew deadline (see the module docstring).
+        self.fence = WriteFence(
+            -math.inf,
+            reason=f"leadership of Lease {self.name} is not proven (renew deadline, loss or stop)",
+            clock=lambda: self._clock(),
+        )
 
     # -- settings-derived values -------------------------------------------------------------
 
@@ -317,6 +348,12 @@ class LeaderElection:
         """Holding the Lease and within the renew deadline (local monotonic clock)."""
         with self._cond:
             return self._state == "leading" and self._clock() < self._deadline_locked()
+
+    @property
+    def standing_by(self) -> bool:
+        """Inside :meth:`run` and not (yet) leading: :meth:`stop` ends the run at once."""
+        with self._cond:
+            return self._runner is not None and not self.leading.is_set()
 
     @property
     def deadline(self) -> float | None:
@@ -340,6 +377,7 @@ class LeaderElection:
     def _lose_locked(self, reason: str) -> None:
         if self._state == "leading":
             self._state = "lost"
+            self.fence.close(0)  # no wait: writes on the wire finish, no new one is admitted
             self._reason = reason
             self.lost_at = self._clock()
             logger.warning("Lost leadership of Lease %s: %s", self.name, reason)
@@ -360,6 +398,7 @@ class LeaderElection:
                 )
             if self._state == "holding" and self._clock() >= self._work_from:
                 self._state = "leading"
+                self.fence.deadline = self._deadline_locked()
                 self.leading.set()
                 self._cond.notify_all()
                 logger.info("Leading with Lease %s as %s", self.name, self.identity)
@@ -410,7 +449,11 @@ class LeaderElection:
                 self._run_stop.set()
                 self._cond.notify_all()
                 return
+        self.fence.close(0)  # before the release: nothing fenced is admitted after it
         self._stop_requested.set()
+        interrupt = getattr(self._lease_api, "interrupt", None)
+        if interrupt is not None:
+            interrupt()  # a standby waiting on the Lease's watch
         with self._cond:
             self._cond.notify_all()
             thread = self._thread
@@ -469,6 +512,13 @@ class LeaderElection:
             if not self._join_work(worker, join_timeout):
                 raise RuntimeError(
                     f"Leader work for Lease {self.name} did not stop within {join_timeout:g} s; "
+                    "the Lease was not released and will expire"
+                )
+            # Released only once no fenced write can still land (the work closed it already
+            # unless it sends unfenced writes, then this returns at once).
+            if not self.fence.close(self.http_timeout):
+                raise RuntimeError(
+                    f"A write of the leader work for Lease {self.name} was still on the wire; "
                     "the Lease was not released and will expire"
                 )
             joined = True
@@ -590,8 +640,34 @@ class LeaderElection:
                 acquired = None
             if acquired is not None:
                 return self._hold(*acquired, started)
-            self._stop_requested.wait(self.retry_period * random.uniform(0.9, 1.1))
+            self._await_change(self.retry_period * random.uniform(0.9, 1.1))
         return False
+
+    def _await_change(self, limit: float) -> None:
+        """Until the next attempt: ``limit``, or the takeover time if sooner, or a change.
+
+        A standby watches the Lease rather than sleeping: a release (or any renewal) wakes it
+        at once, so a handover after SIGTERM takes milliseconds, not a retry period, and the
+        takeover rule times each record from when it was written, not when it was polled.
+        """
+        if self._acquire_delay > 0:
+            limit = min(limit, self._acquire_delay)
+        api = self._api()
+        waiter = getattr(api, "wait_change", None)
+        if waiter is None or self._watch_denied or limit < 1:
+            self._stop_requested.wait(limit)
+            return
+        end = self._clock() + limit
+        try:
+            waiter(self._seen_version, int(limit))
+        except Forbidden:
+            self._watch_denied = True
+            logger.info("No watch permission on Lease %s: polling it instead", self.name)
+        except ClientError as error:
+            logger.debug("Watching Lease %s failed: %s", self.name, error)
+        else:
+            return
+        self._stop_requested.wait(max(0.0, end - self._clock()))
 
     def _hold(self, lease: dict[str, Any], created: bool, started: float) -> bool:
         with self._cond:
@@ -604,8 +680,12 @@ class LeaderElection:
             quarantine = self._observer.quarantine(float(self.lease_duration_seconds))
             self._work_from = self._clock() + quarantine if created else -math.inf
             self.acquisitions += 1
-        if created:
-            logger.info("Created Lease %s; leading in %g s", self.name, quarantine)
+        if created and quarantine:
+            logger.info(
+                "Created Lease %s after seeing it held; leading in %g s", self.name, quarantine
+            )
+        elif created:
+            logger.info("Created Lease %s", self.name)
         self._check_deadline()
         return True
 
@@ -616,7 +696,11 @@ class LeaderElection:
         now = self._clock()
         fallback = float(self.lease_duration_seconds)
         self._observer.observe(current, now, fallback=fallback)
-        if self._observer.wait_before_acquire(current, self.identity, now, fallback=fallback):
+        metadata = (current or {}).get("metadata")
+        self._seen_version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+        wait = self._observer.wait_before_acquire(current, self.identity, now, fallback=fallback)
+        self._acquire_delay = wait
+        if wait:
             return None
         stamp = _micro_time()
         try:
@@ -712,6 +796,8 @@ class LeaderElection:
                 if self._state in _HOLDING and started < self._deadline_locked():
                     self._lease = renewed
                     self._renewed_at = max(self._renewed_at, started)
+                    if self._state == "leading":
+                        self.fence.deadline = self._deadline_locked()
                     self._cond.notify_all()
             return
         self.renewal_failures += 1
@@ -792,8 +878,12 @@ class _ClientLeaseAPI:
 
     def __init__(self, config: Config, namespace: str, name: str) -> None:
         self._transport = config.transport
+        self._name = name
         self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self._item = f"{self._collection}/{name}"
+        self._lock = threading.Lock()
+        self._watching: Any = None
+        self._interrupted = False
 
     def _send(self, method: str, path: str, timeout: float, body: Any = None) -> dict[str, Any]:
         timeout = max(0.05, timeout)
@@ -816,3 +906,50 @@ class _ClientLeaseAPI:
 
     def replace(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         return self._send("PUT", self._item, timeout, body)
+
+    def wait_change(self, resource_version: str | None, seconds: int) -> None:
+        """Return at the first watch event on the Lease after ``resource_version`` (any
+        change, or a 410), or when the server ends the watch after ``seconds``."""
+        params = {
+            "watch": "1",
+            "fieldSelector": f"metadata.name={self._name}",
+            "timeoutSeconds": str(seconds),
+        }
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        response = self._transport.request(
+            "GET",
+            self._collection,
+            params=params,
+            stream=True,
+            read_timeout=seconds + 2.0,
+            connect_timeout=float(seconds),
+            retries=0,
+        )
+        with self._lock:
+            if self._interrupted:
+                response.close()
+                return
+            self._watching = response
+        try:
+            for line in response.iter_lines(chunk_size=None):
+                if line:
+                    return
+        except (OSError, requests.RequestException) as error:
+            if not self._interrupted:
+                raise TransportError(f"watch of Lease {self._name} broke: {error}") from None
+        finally:
+            with self._lock:
+                self._watching = None
+            response.close()
+
+    def interrupt(self) -> None:
+        """Wake a ``wait_change`` blocked on another thread (it returns); for stop."""
+        with self._lock:
+            self._interrupted = True
+            response = self._watching
+        connection = getattr(getattr(response, "raw", None), "_connection", None)
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)

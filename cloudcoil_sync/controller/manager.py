@@ -3,11 +3,16 @@
 Sequence of one run::
 
     health server started (bind failure is fatal)
-    [leader election: wait to lead; standbys start no informers]
+    [leader election: wait to lead; standbys start no informers, unless warm: then the
+     runtimes are built and their informers list and watch before leading, so that a
+     takeover reconciles from a synced cache]
         leader lifespan entered
         runtimes built (every informer handler registered), informers started, synced
         ... until stop, loss of leadership or a fatal controller error ...
-        workers drained (in-flight passes finish within shutdown_timeout), informers stopped
+        no pass starts any more (the queues hand out no key; queued keys are left to the
+        next leader), in-flight passes finish within shutdown_timeout or are abandoned,
+        the term's write fence closes (writes on the wire answered): see `term.Term`
+        informers stopped
         leader lifespan exited
     [Lease released]
     health server stopped
@@ -27,12 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
+from cloudcoil_sync.client.fence import WriteFence
 from cloudcoil_sync.controller.definition import Controller
 from cloudcoil_sync.controller.health import HealthServer
 from cloudcoil_sync.controller.informer import Informer, InformerFailed
 from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.controller.metrics import OperatorMetrics
 from cloudcoil_sync.controller.runtime import ControllerRuntime, InformerPool, SyncTimeout
+from cloudcoil_sync.controller.term import Term
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -108,6 +115,8 @@ class Manager:
         self._wake = threading.Event()
         self._pools: dict[int, InformerPool] = {}
         self._runtimes: list[ControllerRuntime] = []
+        self._stops: tuple[threading.Event, ...] = ()
+        self._term: Term | None = None
 
     # -- state --------------------------------------------------------------------------------
 
@@ -184,14 +193,21 @@ class Manager:
 
     # -- run ----------------------------------------------------------------------------------
 
-    def run(self, stop: threading.Event | None = None) -> None:
-        """Run until `stop` is set, leadership is lost (LeadershipLost) or a controller fails."""
+    def run(
+        self, stop: threading.Event | None = None, *, also_stop: tuple[threading.Event, ...] = ()
+    ) -> None:
+        """Run until `stop` is set, leadership is lost (LeadershipLost) or a controller fails.
+
+        No pass starts once `stop` or any event of `also_stop` is set (read at each pass
+        start, so an owner's own stop event takes effect without a polling round).
+        """
         with self._lock:
             if self._used:
                 raise RuntimeError("Manager instances can only run once")
             self._used = True
             self._running = True
         stop = stop if stop is not None else threading.Event()
+        self._stops = (stop, *also_stop)
         try:
             with ExitStack() as stack:
                 if self.health is not None:
@@ -217,19 +233,35 @@ class Manager:
     def _run_elected(self, election: LeaderElection, stop: threading.Event) -> None:
         config = election.config or self.config or self.controllers[0].config
         longest = max(c.shutdown_timeout for c in self.controllers)
-        election.run(
-            lambda work_stop: self._leader_work(election, work_stop),
-            stop=stop,
-            config=config,
-            join_timeout=longest + _POOL_STOP_TIMEOUT + _STOP_MARGIN,
-        )
+        if election.warm:
+            self._warm_up(election.fence)
+        try:
+            self._check_fatal()  # failed before run() started (later: it stops the election)
+            election.run(
+                lambda work_stop: self._leader_work(election, work_stop),
+                stop=stop,
+                config=config,
+                join_timeout=longest + _POOL_STOP_TIMEOUT + _STOP_MARGIN,
+            )
+            self._check_fatal()  # a warm standby that failed before leading
+        finally:
+            term = self._term
+            if term is not None and not term.ended:  # a warm standby that never led
+                self._stop_runtimes(term)
+
+    def _warm_up(self, fence: WriteFence) -> None:
+        """Build the runtimes and start their informers now (their workers start on leading)."""
+        term = self._term = Term(fence, stops=self._stops)
+        for runtime in self._build(term):
+            runtime.start()
+        log.info("Warm standby: informers listing and watching before leading")
 
     def _leader_work(self, election: LeaderElection, stop: threading.Event) -> None:
         """Controllers inside the leader lifespan; the lifespan sees how leadership ended."""
         lifespan = self._leader_lifespan
         try:
             with lifespan() if lifespan is not None else nullcontext():
-                self._run_controllers(stop, lost=election.lost)
+                self._run_controllers(stop, lost=election.lost, fence=election.fence)
                 if election.failure is not None:
                     raise election.failure
                 if election.lost.is_set():
@@ -241,18 +273,28 @@ class Manager:
                 raise
 
     def _run_controllers(
-        self, stop: threading.Event, *, lost: threading.Event | None = None
+        self,
+        stop: threading.Event,
+        *,
+        lost: threading.Event | None = None,
+        fence: WriteFence | None = None,
     ) -> None:
-        """Build, start and sync the runtimes; wait; drain and stop them (in that order).
+        """Build, start and sync the runtimes; wait; stop them (`Term.shut_down`).
 
-        Queued keys drain on a normal stop; after a fatal error or a lost election (`lost`
-        set) only the passes in flight finish.
+        `fence` is the election's (closed past the renew deadline); without election the
+        term has its own.
         """
-        drain = True
+        term = self._term
         try:
-            runtimes = self._build()
-            for runtime in runtimes:
-                runtime.start()
+            if term is None:
+                term = self._term = Term(fence, stops=(stop, *self._stops))
+                runtimes = self._build(term)
+                for runtime in runtimes:
+                    runtime.start()
+            else:  # warmed up while standing by: informers already started
+                term.watch(stop)
+                with self._lock:
+                    runtimes = list(self._runtimes)
             for runtime in runtimes:
                 if not self._wait_synced(runtime, stop):
                     break
@@ -261,16 +303,16 @@ class Manager:
                 self._wake.wait(_TICK)
                 self._check_fatal()
             self._stopping = True
-            drain = lost is None or not lost.is_set()
-            log.info("Stopping controllers%s", "" if drain else " (leadership lost)")
+            lost_now = lost is not None and lost.is_set()
+            log.info("Stopping controllers%s", " (leadership lost)" if lost_now else "")
         except BaseException:
             self._stopping = True
-            drain = False
             raise
         finally:
-            self._stop_runtimes(drain)
+            if term is not None:
+                self._stop_runtimes(term)
 
-    def _build(self) -> list[ControllerRuntime]:
+    def _build(self, term: Term) -> list[ControllerRuntime]:
         for controller, name in zip(self.controllers, self.names, strict=True):
             config = controller.config or self.config
             if config is None:
@@ -286,6 +328,7 @@ class Manager:
                 metrics=self._metrics,
                 name=name,
                 on_fatal=self._on_fatal,
+                term=term,
             )
             with self._lock:
                 self._runtimes.append(runtime)
@@ -323,6 +366,9 @@ class Manager:
                 self._fatal = error
             self._lock.notify_all()
         self._wake.set()
+        election = self.leader_election
+        if election is not None and election.warm and election.standing_by:
+            election.stop()  # a warm standby's informer died: stop standing by, report it
 
     def _check_fatal(self) -> None:
         error = self._fatal
@@ -345,16 +391,12 @@ class Manager:
                     return informer
         return None
 
-    def _stop_runtimes(self, drain: bool) -> None:
-        """Drain workers (all signalled first, so they drain in parallel), then informers."""
+    def _stop_runtimes(self, term: Term) -> None:
+        """Stop passes (the term's order), then informers."""
         with self._lock:
             runtimes = list(self._runtimes)
             pools = list(self._pools.values())
-        for runtime in runtimes:
-            runtime.queue.shutdown(immediate=not drain)
-        for runtime in reversed(runtimes):
-            if not runtime.stop(drain=drain):
-                log.error("Controller %s: passes still running at shutdown", runtime.name)
+        term.shut_down(runtimes)  # if a write stayed on the wire, the elector keeps the Lease
         for pool in pools:
             if not pool.stop(timeout=_POOL_STOP_TIMEOUT):
                 log.warning("Some informers did not stop within %gs", _POOL_STOP_TIMEOUT)

@@ -12,7 +12,7 @@ and stops them in order::
         runtime.wait_synced()           # within sync_timeout; then its workers start
     ...
     for runtime in reversed(runtimes):
-        runtime.stop(drain=True)        # in-flight passes finish (shutdown_timeout)
+        runtime.stop(drain=False)       # in-flight passes finish (shutdown_timeout)
     pool.stop()
 
 A runtime given no pool makes its own and stops it in `stop()`.
@@ -52,6 +52,7 @@ from cloudcoil_sync.controller.informer import (
 from cloudcoil_sync.controller.metrics import ControllerStatus, OperatorMetrics
 from cloudcoil_sync.controller.queue import WorkQueue
 from cloudcoil_sync.controller.reporting import report_failure
+from cloudcoil_sync.controller.term import Term
 from cloudcoil_sync.controller.triggers import (
     mapped_keys,
     owner_keys,
@@ -176,12 +177,15 @@ class ControllerRuntime:
         on_fatal: Callable[[BaseException], None] | None = None,
         base_delay: float = 1.0,
         max_delay: float = 60.0,
+        term: Term | None = None,
     ) -> None:
         """Attach to `controller` and register informer handlers (no I/O, no threads).
 
         `name` is the metric/log name (default: the controller's name or its kind in lower
         case); `on_fatal` is called once, from the failing thread, when an informer dies
-        or a watch mapper raises. `base_delay`/`max_delay` tune the retry backoff.
+        or a watch mapper raises. `base_delay`/`max_delay` tune the retry backoff. `term`
+        (shared by a Manager's runtimes) decides when passes may start and fences their
+        writes; without one the runtime has its own, closed by `stop()`.
         """
         if controller.runtime is not None:
             raise RuntimeError("Controller instances can only run once")
@@ -199,6 +203,8 @@ class ControllerRuntime:
         self._stopping = False
         self._stopped = False
         self._passes: dict[ResourceKey, Request[Any]] = {}
+        self._owns_term = term is None
+        self.term = term if term is not None else Term()
         self._owns_pool = informers is None
         self._pool = informers if informers is not None else InformerPool(config)
         self._metrics = (metrics or OperatorMetrics()).controller(
@@ -249,6 +255,7 @@ class ControllerRuntime:
             workers=controller.workers,
             reconcile_timeout=controller.reconcile_timeout,
             metrics=self._metrics,
+            fence=self.term.fence,
         )
         self._metrics.bind(
             ready=lambda: self.ready,
@@ -365,6 +372,7 @@ class ControllerRuntime:
     # -- the pass -----------------------------------------------------------------------------
 
     def _handle(self, key: ResourceKey, working: Resource | None) -> object:
+        self.term.check()  # the moment a pass starts: never after a stop or past the deadline
         request: Request[Any] = Request(key, working, self, source=self._source(key, working))
         with self._lock:
             self._passes[key] = request
@@ -539,6 +547,9 @@ class ControllerRuntime:
             finished = self.workers.stop(limit, drain=drain)
         else:
             self.queue.shutdown(immediate=True)
+        if self._owns_term:
+            self.term.end()
+            self.term.fence.close(0)  # abandoned passes write nothing more
         if self._owns_pool:
             self._pool.stop(timeout=limit)
         return finished

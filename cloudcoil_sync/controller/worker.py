@@ -36,6 +36,7 @@ from cloudcoil_sync.controller.metrics import ControllerMetrics
 from cloudcoil_sync.controller.persist import persist, status_only, written_paths
 from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
 from cloudcoil_sync.controller.store import encode
+from cloudcoil_sync.controller.term import PassRefused
 from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
 
 __all__ = ["Handler", "Outcome", "PassHooks", "Reconciler", "WorkerPool"]
@@ -152,6 +153,11 @@ class Reconciler(Generic[T]):
         working = self.resource.model_validate_json(data) if data is not None else None
         try:
             outcome = self._run(key, snapshot, working, deadline)
+        except PassRefused:
+            # Not started (stopping, or the Lease's renew deadline passed): not an error; the
+            # key comes back later unless the queue is closed by then.
+            self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
+            return Outcome("skipped")
         except Exception as error:
             if deadline is not None and deadline.abandoned:
                 return Outcome("cancelled", error=error)  # the pool settled the key
@@ -359,6 +365,7 @@ class WorkerPool:
         workers: int,
         reconcile_timeout: float | None = None,
         metrics: ControllerMetrics | None = None,
+        fence: WriteFence | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be a positive integer")
@@ -367,6 +374,7 @@ class WorkerPool:
         self._workers = workers
         self._timeout = reconcile_timeout
         self._metrics = metrics
+        self._fence = fence  # the term's: parent of every pass's fence
         self._name = reconciler.name
         self._lock = threading.Condition()
         self._threads: set[threading.Thread] = set()
@@ -452,7 +460,8 @@ class WorkerPool:
                     key = self._queue.get()
                 except QueueClosed:
                     return
-                deadline = Deadline(time.monotonic(), key=key)
+                fence = WriteFence(reason=_ABANDONED, parent=self._fence)
+                deadline = Deadline(time.monotonic(), key=key, fence=fence)
                 self._begin(me, deadline)
                 if self._metrics is not None:
                     self._metrics.worker_started()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -38,6 +38,8 @@ class LogEntry:
     query: dict[str, str]
     user: str
     status: int
+    #: When the answer was about to leave (monotonic; comparable across local processes).
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -198,6 +200,16 @@ def _respond_error(ex: Exchange, err: st.ApiError) -> None:
         ex.close_connection = True
 
 
+def _selected_name(query: dict[str, str]) -> str:
+    """The name a list/watch is limited to by ``fieldSelector=metadata.name=X``, as
+    kube-apiserver's RequestInfo takes it for authorization (so resourceNames rules apply)."""
+    for term in (query.get("fieldSelector") or "").split(","):
+        key, _, value = term.partition("=")
+        if key.strip() == "metadata.name":  # "=" or "=="; "!=" leaves "metadata.name!"
+            return value.removeprefix("=").strip()
+    return ""
+
+
 def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], user: User) -> None:
     parts = [unquote(p) for p in path.split("/") if p]  # names may be escaped (system%3Ax)
     raw = ex.body()
@@ -216,7 +228,7 @@ def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], use
         raise st.ApiError(404, "NotFound", "the server could not find the requested resource", {})
     ctype = ex.headers.get("Content-Type", "application/json")
     body = _parse_body(raw, ctype)
-    name = route.name
+    name = route.name or (_selected_name(query) if verb in ("list", "watch") else "")
     attrs = Attributes(
         verb, route.rt.group, route.rt.plural, route.subresource, route.namespace, name
     )

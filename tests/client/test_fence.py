@@ -58,3 +58,21 @@ def test_a_deadline_closes_the_fence_and_close_waits_for_writes_in_flight() -> N
     writer.join(10)
     with pytest.raises(WriteFenced), guard.write("DELETE", "/x"):
         pass
+
+
+def test_a_child_fence_admits_writes_only_while_its_parent_does() -> None:
+    now = [100.0]
+    term = WriteFence(110.0, reason="past the renew deadline", clock=lambda: now[0])
+    own = WriteFence(reason="pass abandoned", parent=term)
+    with own.write("PATCH", "/x"):
+        assert term.in_flight == 1 and own.in_flight == 1  # counted by both
+    now[0] = 110.0  # the term's deadline passed: nobody called close()
+    assert own.closed and term.closed
+    with pytest.raises(WriteFenced, match="past the renew deadline"), own.write("PATCH", "/x"):
+        pass
+    term.deadline = 120.0  # a renewal moved it forward
+    assert not own.closed
+    own.close()
+    with pytest.raises(WriteFenced, match="pass abandoned"), own.write("PATCH", "/x"):
+        pass
+    assert not term.closed and term.in_flight == 0

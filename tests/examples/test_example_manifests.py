@@ -117,7 +117,11 @@ def test_multiple_controllers_share_one_role_and_lease() -> None:
     assert kinds(docs).count("Role") == 1
     found = rules(docs)
     assert found[("apps", "deployments", ())] == ["get", "list", "patch", "watch"]
-    assert found[("coordination.k8s.io", "leases", ("workloads",))] == ["get", "update"]
+    assert found[("coordination.k8s.io", "leases", ("workloads",))] == [
+        "get",
+        "update",
+        "watch",
+    ]
     assert crds(docs) == ["workloadsummaries.patterns.cloudcoil.dev"]
 
 

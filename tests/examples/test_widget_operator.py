@@ -59,7 +59,7 @@ def test_manifests_match_the_golden_example(monkeypatch: pytest.MonkeyPatch) -> 
         ("", "services", ()): ["create", "get", "list", "patch", "watch"],
         ("apps", "deployments", ()): ["create", "get", "list", "patch", "watch"],
         ("coordination.k8s.io", "leases", ()): ["create"],
-        ("coordination.k8s.io", "leases", ("widgets",)): ["get", "update"],
+        ("coordination.k8s.io", "leases", ("widgets",)): ["get", "update", "watch"],
         ("events.k8s.io", "events", ()): ["create"],
         (GROUP, "widgets", ()): ["get", "list", "patch", "watch"],
         (GROUP, "widgets/status", ()): ["patch"],

@@ -47,7 +47,8 @@ def api(election: LeaderElection) -> FakeLeaseAPI:
     return election._lease_api
 
 
-def test_creates_the_lease_when_absent_and_leads_after_one_lease_duration() -> None:
+def test_creates_the_lease_when_absent_and_leads_at_once() -> None:
+    """The create is atomic: a 201 means nobody else holds the Lease (client-go leads too)."""
     store = FakeLeaseStore()
     election, clock = make(store)
     started = clock()
@@ -60,9 +61,26 @@ def test_creates_the_lease_when_absent_and_leads_after_one_lease_duration() -> N
     assert spec["leaseTransitions"] == 0
     assert MICRO.fullmatch(spec["acquireTime"]) and MICRO.fullmatch(spec["renewTime"])
     assert [verb for verb, _ in api(election).calls] == ["get", "create"]
+    assert election.is_leader and election.leading.is_set()
+    assert election.deadline == started + 10
+    assert not election.fence.closed
+
+
+def test_a_lease_deleted_under_a_holder_it_saw_is_led_only_after_a_lease_duration() -> None:
+    store = FakeLeaseStore()
+    store.put_raw({"holderIdentity": "other", "leaseDurationSeconds": 15})
+    election, clock = make(store)
+    assert election._try_acquire() is None  # held: wait
+    store.delete()
+    clock.advance(2)
+    started = clock()
+    acquired = election._try_acquire()
+    assert acquired is not None and acquired[1]
+    assert election._hold(acquired[0], True, started)
     # Held (and renewed) but no leader work yet: the deleted Lease's holder may still work.
     for _ in range(7):
         assert not election.is_leader and not election.leading.is_set()
+        assert election.fence.closed
         clock.advance(2)
         election._try_renew(clock())
         assert election._check_deadline()
@@ -70,11 +88,15 @@ def test_creates_the_lease_when_absent_and_leads_after_one_lease_duration() -> N
     assert election._check_deadline()
     assert election.is_leader and election.leading.is_set()
     assert election.deadline == clock() - 1 + 10
+    assert not election.fence.closed
 
 
 def test_new_lease_given_up_if_lost_before_leading() -> None:
     store = FakeLeaseStore()
+    store.put_raw({"holderIdentity": "other", "leaseDurationSeconds": 15})
     election, clock = make(store)
+    assert election._try_acquire() is None
+    store.delete()
     acquired = election._try_acquire()
     assert acquired is not None
     election._hold(acquired[0], True, clock())
@@ -261,3 +283,22 @@ def test_release_only_when_still_ours() -> None:
 )
 def test_error_classification(error: BaseException, fatal: bool) -> None:
     assert _is_fatal(error) is fatal
+
+
+def test_the_fence_follows_renewals_and_closes_at_the_deadline_by_itself() -> None:
+    store = FakeLeaseStore()
+    election, clock = make(store)
+    assert election.fence.closed  # not leading yet
+    lead(election, clock)
+    assert not election.fence.closed
+    clock.advance(6)
+    election._try_renew(clock())
+    assert election.fence.deadline == clock() + 10
+    clock.advance(9.9)
+    assert not election.fence.closed
+    clock.advance(0.1)  # a pause: nobody ran the deadline check, the fence closes anyway
+    assert election.fence.closed and election.is_leader is False
+    # A renewal that started past the deadline does not reopen it; it declares the loss.
+    election._try_renew(clock())
+    assert election.fence.closed
+    assert not election._check_deadline() and election.lost.is_set()

@@ -62,10 +62,19 @@ def test_released_or_own_record_may_be_taken_at_once() -> None:
     assert observe(observer, lease("me"), 101.0) == 0.0
 
 
-def test_absent_lease_may_be_created_at_once_then_held_for_a_lease_duration() -> None:
+def test_absent_lease_never_seen_held_may_be_created_and_led_at_once() -> None:
     observer = LeaseObserver()
     assert observe(observer, None, 100.0) == 0.0
-    assert observer.quarantine(10.0) == 10.0
+    assert observer.quarantine(10.0) == 0.0
+    observe(observer, lease("", duration=1), 101.0)  # a released record: nobody held it
+    assert observer.quarantine(10.0) == 0.0
+
+
+def test_absent_lease_seen_held_before_is_held_for_a_lease_duration() -> None:
+    observer = LeaseObserver()
+    observe(observer, lease("other", duration=5), 100.0)
+    assert observe(observer, None, 101.0) == 0.0
+    assert observer.quarantine(10.0) == 10.0  # never shorter than our own duration
 
 
 def test_quarantine_covers_the_longest_duration_a_holder_used() -> None:

@@ -142,7 +142,9 @@ def test_leader_election_grants_create_and_named_get_update() -> None:
     perms = infer_permissions(namespace="ops", controllers=[], lease=("settings", None))
     assert rules_of(perms, "ops") == [
         rule("coordination.k8s.io", "leases", ["create"]),
-        rule("coordination.k8s.io", "leases", ["get", "update"], resourceNames=["settings"]),
+        rule(
+            "coordination.k8s.io", "leases", ["get", "update", "watch"], resourceNames=["settings"]
+        ),
     ]
     elsewhere = infer_permissions(namespace="ops", controllers=[], lease=("s", "leases"))
     assert elsewhere.targets() == ["leases"]

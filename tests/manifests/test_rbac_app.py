@@ -57,7 +57,7 @@ def test_every_row_of_the_table() -> None:
             rule("apps", "deployments", *READ_PATCH),
             rule("apps", "deployments/status", "patch"),
             rule("coordination.k8s.io", "leases", "create"),
-            rule("coordination.k8s.io", "leases", "get", "update", names=("ops",)),
+            rule("coordination.k8s.io", "leases", "get", "update", "watch", names=("ops",)),
             rule("events.k8s.io", "events", "create"),
         ]
     }

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field
 
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller import Controller, Manager, ResourceKey
+from cloudcoil_sync.controller import Controller, LeaderElection, Manager, ResourceKey
 from cloudcoil_sync.crd import custom_resource
 from cloudcoil_sync.testing import Emulator
 
@@ -158,3 +158,24 @@ def test_an_informer_failure_during_sync_is_raised(kube_config: Config) -> None:
     running.thread.join(20)
     error = running.join()
     assert error is not None and "is its CRD installed" in str(error)
+
+
+def test_a_warm_standby_whose_informer_fails_stops_standing_by(
+    kube_emulator: Emulator, kube_config: Config
+) -> None:
+    kube_config.client(("coordination.k8s.io", "v1", "leases")).create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "warm"},
+            "spec": {"holderIdentity": "someone", "leaseDurationSeconds": 3600},
+        }
+    )
+    election = LeaderElection(
+        "warm", warm=True, lease_duration=6, renew_deadline=5, retry_period=0.1
+    )
+    running = ManagerThread(Manager(widgets(), config=kube_config, leader_election=election))
+    running.thread.join(20)  # ends by itself: the standby does not wait to lead to fail
+    error = running.join()
+    assert error is not None and "is its CRD installed" in str(error)
+    assert not election.leading.is_set()

@@ -161,7 +161,7 @@ def test_wait_ready_times_out(kube_config: Config, running: StartApp) -> None:
 def test_a_component_ending_by_itself_fails_the_run(
     kube_config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def returns_at_once(self: Manager, stop: threading.Event | None = None) -> None:
+    def returns_at_once(self: Manager, stop: threading.Event | None = None, **_: object) -> None:
         return None
 
     monkeypatch.setattr(Manager, "run", returns_at_once)

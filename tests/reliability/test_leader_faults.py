@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from waiting import wait_until
 
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import LeaderElection
@@ -34,6 +35,10 @@ class Passes:
                 self.entries.append((time.monotonic(), replica))
 
         return enter
+
+    def seen(self, replica: int) -> bool:
+        with self.lock:
+            return any(entry[1] == replica for entry in self.entries)
 
     def order(self) -> list[int]:
         """Replica ids in time order, runs collapsed: [0, 1, 2] when nobody interleaved."""
@@ -103,7 +108,10 @@ def test_handoffs_under_faults_never_interleave_and_converge(
                 expected[name] = f"v{index}-{i}"
                 api.merge_patch(name, {"data": {"value": expected[name]}})
             leader = replicas[index - 1]
-            assert leader.close(timeout=30) is None  # drains, then releases the Lease
+            # A stop starts no new pass (queued keys are left to the successor): let the
+            # leader run one first, so that every replica appears in the order below.
+            assert wait_until(lambda: passes.seen(index - 1), 15)  # noqa: B023
+            assert leader.close(timeout=30) is None  # in-flight passes end, Lease released
             successor = f"replica-{index}"
             assert kube.wait_for(lambda: holder() == successor, timeout=15)  # noqa: B023
             standby.app.wait_ready(timeout=15)

@@ -205,3 +205,24 @@ def test_names_with_colons_round_trip_escaped(client: Client) -> None:
     response = client.get(f"{RBAC}/clusterroles/system%3Areader")
     assert response.status_code == 200
     assert response.json()["metadata"]["name"] == "system:reader"
+
+
+def test_a_name_field_selector_lets_resource_names_grant_list_and_watch(client: Client) -> None:
+    """As kube-apiserver's RequestInfo: list/watch limited by `metadata.name` carry that name."""
+    client.post(CM, configmap("allowed"))
+    rule = {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": ["allowed"],
+        "verbs": ["list", "watch"],
+    }
+    role(client, "named-list", [rule])
+    bind(client, "named-list", "Role", "named-list", [sa("lister")])
+    user = client.as_token(client.emulator.service_account_token("default", "lister"))
+    assert user.get(CM + "?fieldSelector=metadata.name%3Dallowed").status_code == 200
+    assert user.get(CM + "?fieldSelector=metadata.name%3D%3Dallowed").status_code == 200
+    assert user.get(CM + "?fieldSelector=metadata.name%3Dother").status_code == 403
+    assert user.get(CM + "?fieldSelector=metadata.name%21%3Dother").status_code == 403
+    assert user.get(CM).status_code == 403
+    watch = CM + "?watch=1&timeoutSeconds=1&fieldSelector=metadata.name%3Dallowed"
+    assert user.get(watch).status_code == 200
