@@ -28,7 +28,9 @@ from waitress.proxy_headers import proxy_headers_middleware
 from waitress.task import ErrorTask, Task, WSGITask
 from waitress.utilities import InternalServerError
 
+from cloudcoil_sync.admission.connections import Phase
 from cloudcoil_sync.admission.deadlines import Timer, Watchdog
+from cloudcoil_sync.admission.limits import ConnectionLimits
 from cloudcoil_sync.admission.tls import CertificateStore, TLSFront, TLSStream
 from cloudcoil_sync.admission.turns import Turns
 
@@ -140,7 +142,9 @@ def _answer(
 class WebhookHost:
     """Serve `app` over HTTPS on (host, port) until `stop`; owns every thread it starts.
 
-    Each connection is served on its own thread (at most `max_connections`); `threads`, if
+    Each connection is served on its own thread, within `limits` (`ConnectionLimits`: how
+    many connections, per client and in all, and the handshake, header, body-rate and idle
+    deadlines; a request past its deadline is answered 408); `threads`, if
     given, bounds how many of them run the WSGI app at once (admission handlers are bounded
     by the webhook's `max_workers` either way; a bound here makes every answer wake a
     waiter). Connections process their requests in turns (`Turns`), first come first
@@ -160,9 +164,7 @@ class WebhookHost:
         host: str = "0.0.0.0",
         port: int = 9443,
         threads: int | None = None,
-        max_connections: int = 64,
-        handshake_timeout: float = 10.0,
-        idle_timeout: float = 120.0,
+        limits: ConnectionLimits | None = None,
         turn_hold: float = 0.002,
         reload_interval: float = 2.0,
         max_request_body_size: int = 16 * 1024 * 1024,
@@ -181,9 +183,7 @@ class WebhookHost:
         self.certfile, self.keyfile = certfile, keyfile
         self.host, self.port = host, port
         self.threads = threads
-        self.max_connections = max_connections
-        self.handshake_timeout = handshake_timeout
-        self.idle_timeout = idle_timeout
+        self.limits = limits if limits is not None else ConnectionLimits()
         self.reload_interval = reload_interval
         self.max_request_body_size = max_request_body_size
         self.front: TLSFront | None = None
@@ -195,7 +195,7 @@ class WebhookHost:
     @classmethod
     def from_settings(cls, app: WSGIApplication, settings: Any, **options: Any) -> WebhookHost:
         """A host for `settings` (an application `WebhookServer`: certfile, keyfile, host,
-        port); `options` are the other keyword arguments (checks, registry, threads...).
+        port, limits); `options` are the other keyword arguments (checks, registry...).
         """
         return cls(
             app,
@@ -203,6 +203,7 @@ class WebhookHost:
             keyfile=settings.keyfile,
             host=settings.host,
             port=settings.port,
+            limits=settings.limits,
             **options,
         )
 
@@ -231,15 +232,9 @@ class WebhookHost:
             expose_tracebacks=False,
             ident="cloudcoil",
         )
-        http = _HTTP(self.app, adjustments, self.threads, self.host, self.watchdog, self.turns)
+        http = _HTTP(self.app, adjustments, self, self.watchdog, self.turns)
         front = TLSFront(
-            self.certificates,
-            http.serve,
-            host=self.host,
-            port=self.port,
-            max_connections=self.max_connections,
-            handshake_timeout=self.handshake_timeout,
-            idle_timeout=self.idle_timeout,
+            self.certificates, http.serve, host=self.host, port=self.port, limits=self.limits
         )
         front.start()  # OSError when the port is taken: nothing was started
         self.front = front
@@ -265,12 +260,13 @@ class _HTTP:
         self,
         app: WSGIApplication,
         adj: Adjustments,
-        threads: int | None,
-        host: str,
+        owner: WebhookHost,
         watchdog: Watchdog,
         turns: Turns,
     ) -> None:
+        threads, host = owner.threads, owner.host
         self.adj = adj
+        self.limits = owner.limits
         self.watchdog = watchdog
         self.turns = turns
         # As waitress.create_server does: Forwarded/X-Forwarded-* from untrusted peers
@@ -321,6 +317,8 @@ class _Channel:
         self._pending = 0
         self._version = "1.1"
         self._request: HTTPRequestParser | None = None  # the one being received
+        self._idle_since = time.monotonic()  # since the last answer (or the handshake)
+        self._started = self._body_started = 0.0  # first byte of the request, of its body
         # Set (by the watchdog) once a late answer went out: the app's own answer is then
         # dropped and the connection closes after it.
         self._answered_late = False
@@ -379,7 +377,7 @@ class _Channel:
 
     def run(self) -> None:
         try:
-            while data := self.stream.receive():
+            while data := self.stream.receive(self._deadline()):
                 # Sending inside the turn too: a thread back from its send would otherwise
                 # race the holder for the GIL (p99 at 8 clients 8-10 ms instead of 4-5).
                 with self.server.turns.turn():
@@ -387,11 +385,41 @@ class _Channel:
                     self.flush()
                 if not keep_open:
                     return
+                if self._request is None:
+                    self._idle_since = time.monotonic()
+                    self.stream.connection.enter(Phase.IDLE)
+        except TimeoutError:
+            if self._request is not None:  # a request too slow to arrive: answer, close
+                self._timed_out()
         except _ClientGone as error:
             log.debug("Webhook client went away: %s", error)
         finally:
             if self._request is not None:
                 self._request.close()
+
+    def _deadline(self) -> float:
+        """When the next bytes are due: the idle timeout between requests, the header
+        deadline while headers arrive, then the minimum body rate."""
+        limits = self.server.limits
+        request = self._request
+        if request is None:
+            return self._idle_since + limits.idle_timeout
+        if not request.headers_finished:
+            return self._started + limits.header_timeout
+        if self._body_started == 0.0:
+            self._body_started = time.monotonic()
+        allowed = request.body_bytes_received / limits.min_body_rate
+        return self._body_started + limits.body_grace + allowed
+
+    def _timed_out(self) -> None:
+        log.info("Webhook client %s was too slow to send its request; answered 408", self.addr[0])
+        body = b"Request timeout\n"
+        head = (
+            f"HTTP/{self._version} 408 Request Timeout\r\nContent-Type: text/plain\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        with contextlib.suppress(OSError):
+            self.stream.send(head.encode() + body, timeout=_LATE_SEND_TIMEOUT)
 
     def _received(self, data: bytes) -> bool:
         """Parse `data`, answering each request it completes (the answers are buffered);
@@ -399,6 +427,8 @@ class _Channel:
         while data:
             if self._request is None:
                 self._request = HTTPRequestParser(self.adj)
+                self._started, self._body_started = time.monotonic(), 0.0
+                self.stream.connection.enter(Phase.ACTIVE)
             request = self._request
             used = request.received(data)
             if request.expect_continue and request.headers_finished:
