@@ -215,6 +215,7 @@ class _Components:
         manager = state.manager
         cache = None if manager is None else manager.cached
         self.admission = AdmissionWebhook(app.admission_routes(self.config), cache=cache)
+        self.metrics.registry.register(self.admission.slots)  # per-route saturation
         host = WebhookHost.from_settings(
             InstrumentedAdmission(self.admission, self.admission.routes, self.metrics),
             app.webhook,
