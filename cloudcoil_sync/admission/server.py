@@ -26,11 +26,12 @@ from waitress.adjustments import Adjustments
 from waitress.parser import HTTPRequestParser
 from waitress.proxy_headers import proxy_headers_middleware
 from waitress.task import ErrorTask, Task, WSGITask
-from waitress.utilities import InternalServerError
+from waitress.utilities import InternalServerError, RequestEntityTooLarge
 
 from cloudcoil_sync.admission.connections import Phase
 from cloudcoil_sync.admission.deadlines import Timer, Watchdog
 from cloudcoil_sync.admission.limits import ConnectionLimits
+from cloudcoil_sync.admission.routes import DEFAULT_MAX_BODY_BYTES
 from cloudcoil_sync.admission.tls import CertificateStore, TLSFront, TLSStream
 from cloudcoil_sync.admission.turns import Turns
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
     from prometheus_client.registry import CollectorRegistry
 
-__all__ = ["LATE_ANSWER", "OperatorEndpoints", "WebhookHost"]
+__all__ = ["LATE_ANSWER", "NO_BODY_PATHS", "OperatorEndpoints", "WebhookHost"]
 
 log = logging.getLogger("cloudcoil_sync.admission.server")
 
@@ -54,6 +55,17 @@ LATE_ANSWER = "cloudcoil.late_answer"
 _LATE_SEND_TIMEOUT = 1.0
 # What generate_latest writes (the classic text format), as the controller metrics serve it.
 _METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Health and metrics paths take no request body (413 before reading one).
+NO_BODY_PATHS = frozenset({"/healthz", "/readyz", "/controllers/readyz", "/metrics"})
+# After a 413, what the client still sends is read and dropped for this long (and at most
+# this much), so that it can read the answer instead of a reset.
+_LINGER_SECONDS = 2.0
+_LINGER_BYTES = 32 << 20
+_TOO_LARGE_BODY = b'{"message":"Request body too large"}'
+_TOO_LARGE = (
+    b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_TOO_LARGE_BODY), _TOO_LARGE_BODY)
+)
 
 
 class OperatorEndpoints:
@@ -167,7 +179,7 @@ class WebhookHost:
         limits: ConnectionLimits | None = None,
         turn_hold: float = 0.002,
         reload_interval: float = 2.0,
-        max_request_body_size: int = 16 * 1024 * 1024,
+        max_request_body_size: int = DEFAULT_MAX_BODY_BYTES,
         healthy: Check | None = None,
         ready: Check | None = None,
         controllers_ready: Check | None = None,
@@ -225,9 +237,14 @@ class WebhookHost:
         self.certificates = CertificateStore(
             self.certfile, self.keyfile, check_interval=self.reload_interval
         )
+        limit = self.max_request_body_size
         adjustments = Adjustments(
             url_scheme="https",
-            max_request_body_size=self.max_request_body_size,
+            # waitress refuses a body of this size or more: a declared Content-Length as
+            # soon as the headers are in, a chunked body as it arrives. Below it, bodies
+            # stay in memory (waitress would spool one over inbuf_overflow to a temp file).
+            max_request_body_size=limit + 1,
+            inbuf_overflow=limit + 1024,
             clear_untrusted_proxy_headers=True,
             expose_tracebacks=False,
             ident="cloudcoil",
@@ -284,6 +301,13 @@ class _HTTP:
         _Channel(self, stream).run()
 
 
+def _refuse_body(request: HTTPRequestParser) -> None:
+    """Answer 413 at once when a request to a path that takes no body comes with one."""
+    if request.chunked or request.content_length > 0:
+        request.error = RequestEntityTooLarge("This path takes no request body")
+        request.completed = True
+
+
 class _Task(WSGITask):
     """waitress's WSGI task, with the channel's late-answer hook in the environ."""
 
@@ -322,6 +346,7 @@ class _Channel:
         # Set (by the watchdog) once a late answer went out: the app's own answer is then
         # dropped and the connection closes after it.
         self._answered_late = False
+        self._linger = False  # a body was refused: drain what follows before closing
 
     def check_client_disconnected(self) -> bool:
         return False  # requests are read only between answers (no lookahead)
@@ -384,6 +409,8 @@ class _Channel:
                     keep_open = self._received(data)
                     self.flush()
                 if not keep_open:
+                    if self._linger:
+                        self.stream.discard(time.monotonic() + _LINGER_SECONDS, _LINGER_BYTES)
                     return
                 if self._request is None:
                     self._idle_since = time.monotonic()
@@ -431,6 +458,8 @@ class _Channel:
                 self.stream.connection.enter(Phase.ACTIVE)
             request = self._request
             used = request.received(data)
+            if request.headers_finished and not request.error and request.path in NO_BODY_PATHS:
+                _refuse_body(request)
             if request.expect_continue and request.headers_finished:
                 request.expect_continue = False
                 if not request.completed:
@@ -445,6 +474,13 @@ class _Channel:
 
     def _service(self, request: HTTPRequestParser) -> bool:
         """Answer one request; whether the connection stays open for the next."""
+        if isinstance(request.error, RequestEntityTooLarge):
+            # Answered as the webhook answers it; the rest of the body is read and
+            # dropped, never kept.
+            self._linger = True
+            self.write_soon(_TOO_LARGE)
+            request.close()
+            return False
         self._version = request.version if request.version in ("1.0", "1.1") else "1.1"
         task: Task = ErrorTask(self, request) if request.error else _Task(self, request)
         try:

@@ -430,12 +430,15 @@ class TLSStream:
             return data
         return b""
 
-    def discard(self, deadline: float, limit: int = 8 << 20) -> None:
-        """Read and drop what the client still sends, until it closes, `limit` bytes or
-        `deadline`: closing with unread input would reset the connection, and the client
-        could lose the answer it was sent."""
+    def discard(self, deadline: float, limit: int = 8 << 20, quiet: float = 0.25) -> None:
+        """Read and drop what the client still sends, until it closes, pauses for `quiet`
+        seconds, or `limit` bytes or `deadline` pass: closing with unread input would reset
+        the connection, and the client could lose the answer it was sent."""
         with contextlib.suppress(OSError, ValueError, TimeoutError):
-            while limit > 0 and (data := self.receive(deadline)):
+            while limit > 0:
+                data = self.receive(min(deadline, time.monotonic() + quiet))
+                if not data:
+                    return
                 limit -= len(data)
 
     def send(self, data: bytes, timeout: float | None = None) -> None:

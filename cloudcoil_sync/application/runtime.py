@@ -223,6 +223,7 @@ class _Components:
             ready=lambda: state.ready,
             controllers_ready=lambda: state.manager is not None and state.manager.ready,
             registry=self.metrics.registry,
+            max_request_body_size=self.admission.max_body_bytes,
         )
         self.host = host
         host.start()

@@ -472,9 +472,11 @@ def test_head_and_post_on_health_paths(
     connection.request("HEAD", "/healthz")
     response = connection.getresponse()
     assert response.status == 200 and response.read() == b""
-    connection.request("POST", "/readyz", body=b"{}")  # any method, as in 0.8
+    connection.request("POST", "/readyz")  # any method, as in 0.8, but never a body
     response = connection.getresponse()
     assert (response.status, response.read()) == (503, b"not ready\n")
+    connection.request("POST", "/readyz", body=b"{}")
+    assert connection.getresponse().status == 413
     connection.close()
 
 
