@@ -73,6 +73,7 @@ class HealthServer:
         self._wake_w: socket.socket | None = None
         self._health: Callable[[], bool] = lambda: True
         self._ready: Callable[[], bool] = lambda: True
+        self._controllers_ready: Callable[[], bool] = lambda: False
         self._registry: CollectorRegistry | None = None
         self._used = False
 
@@ -86,12 +87,16 @@ class HealthServer:
         health: Callable[[], bool],
         ready: Callable[[], bool],
         registry: CollectorRegistry | None = None,
+        *,
+        controllers_ready: Callable[[], bool] | None = None,
     ) -> None:
         """Bind (failure raises HealthServerError naming host:port) and serve on a thread."""
         if self._used:
             raise RuntimeError("HealthServer instances can only run once")
         self._used = True
         self._health, self._ready, self._registry = health, ready, registry
+        if controllers_ready is not None:
+            self._controllers_ready = controllers_ready
         self._listener = self._bind()
         host, port = self._listener.getsockname()[:2]
         self._address = (host, port)
@@ -227,14 +232,15 @@ class HealthServer:
         method, target = parts[0], parts[1].split(b"?", 1)[0]
         if method != b"GET":
             return _plain(405, "method not allowed\n")
-        if target not in (b"/healthz", b"/readyz", b"/metrics"):
+        if target not in (b"/healthz", b"/readyz", b"/controllers/readyz", b"/metrics"):
             return _plain(404, "not found\n")
         if target == b"/metrics":
             body = generate_latest(self._registry) if self._registry is not None else b""
             return 200, body, METRICS_CONTENT_TYPE
         if target == b"/healthz":
             return _plain(200, "ok\n") if self._check(self._health) else _plain(503, "unhealthy\n")
-        return _plain(200, "ok\n") if self._check(self._ready) else _plain(503, "not ready\n")
+        probe = self._ready if target == b"/readyz" else self._controllers_ready
+        return _plain(200, "ok\n") if self._check(probe) else _plain(503, "not ready\n")
 
     @staticmethod
     def _check(probe: Callable[[], bool]) -> bool:

@@ -138,8 +138,21 @@ def test_only_get(server: HealthServer, method: str) -> None:
 
 
 def test_unknown_path(server: HealthServer) -> None:
-    response = requests.get(url(server, "/controllers/readyz"), timeout=5)
+    response = requests.get(url(server, "/nowhere"), timeout=5)
     assert (response.status_code, response.text) == (404, "not found\n")
+
+
+def test_controllers_readyz_is_its_own_probe(probes: Probes) -> None:
+    leading = {"now": False}
+    server = HealthServer(port=0)
+    server.start(probes.health, lambda: True, controllers_ready=lambda: leading["now"])
+    try:
+        assert requests.get(url(server, "/readyz"), timeout=5).status_code == 200
+        assert requests.get(url(server, "/controllers/readyz"), timeout=5).status_code == 503
+        leading["now"] = True
+        assert requests.get(url(server, "/controllers/readyz"), timeout=5).status_code == 200
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,7 @@ def test_health_server_follows_the_manager(kube_config: Config, running: StartAp
 
     assert probe("/healthz") == (200, "ok\n")
     assert probe("/readyz") == (200, "ok\n")
+    assert probe("/controllers/readyz") == (200, "ok\n")
     status, text = probe("/metrics")
     names = {family.name for family in text_string_to_metric_families(text)}
     assert status == 200 and {"cloudcoil_manager_ready", "workqueue_depth"} <= names
@@ -67,9 +68,12 @@ def test_health_server_follows_the_manager(kube_config: Config, running: StartAp
         socket.create_connection((host, port), timeout=2).close()
 
 
-def test_standby_health_server_is_alive_but_not_ready(
+def test_standby_health_server_is_ready_and_reports_leadership_apart(
     kube_config: Config, running: StartApp
 ) -> None:
+    # Issue 18, finding 5: a standby's /readyz (its readinessProbe) must be 200, or a
+    # second replica or a rolling update never becomes Ready; leadership is on
+    # /controllers/readyz.
     health = HealthServer(port=0)
     app = settings_app(
         config=kube_config, health=health, leader_election=held_elsewhere(kube_config)
@@ -79,7 +83,8 @@ def test_standby_health_server_is_alive_but_not_ready(
     assert not app.ready and health.address is not None
     host, port = health.address
     assert get(http.client.HTTPConnection(host, port, timeout=5), "/healthz") == (200, "ok\n")
-    status, _ = get(http.client.HTTPConnection(host, port, timeout=5), "/readyz")
+    assert get(http.client.HTTPConnection(host, port, timeout=5), "/readyz") == (200, "ok\n")
+    status, _ = get(http.client.HTTPConnection(host, port, timeout=5), "/controllers/readyz")
     assert status == 503
     status, text = get(http.client.HTTPConnection(host, port, timeout=5), "/metrics")
     samples = {
