@@ -40,7 +40,13 @@ if TYPE_CHECKING:
 
     from prometheus_client.registry import CollectorRegistry
 
-__all__ = ["LATE_ANSWER", "NO_BODY_PATHS", "OperatorEndpoints", "WebhookHost"]
+__all__ = [
+    "LATE_ANSWER",
+    "NO_BODY_PATHS",
+    "WAITRESS_INTERNALS",
+    "OperatorEndpoints",
+    "WebhookHost",
+]
 
 log = logging.getLogger("cloudcoil_sync.admission.server")
 
@@ -53,6 +59,39 @@ _TEXT = "text/plain; charset=utf-8"
 LATE_ANSWER = "cloudcoil.late_answer"
 # How long a late answer may wait for the client to take it (it is small: the socket buffer).
 _LATE_SEND_TIMEOUT = 1.0
+# Everything this module uses of waitress beyond its public API (`create_server`), by
+# dotted name: the attributes used of it, or an Adjustments keyword. setup.cfg pins the major
+# version; tests/admission/test_waitress_contract.py checks the installed one offers these.
+WAITRESS_INTERNALS: dict[str, tuple[str, ...]] = {
+    "waitress.adjustments.Adjustments": (
+        "url_scheme",
+        "max_request_body_size",
+        "inbuf_overflow",
+        "clear_untrusted_proxy_headers",
+        "expose_tracebacks",
+        "ident",
+    ),
+    "waitress.parser.HTTPRequestParser": (
+        "received",
+        "close",
+        "completed",
+        "empty",
+        "error",
+        "expect_continue",
+        "headers_finished",
+        "chunked",
+        "content_length",
+        "body_bytes_received",
+        "path",
+        "version",
+    ),
+    "waitress.task.Task": ("start", "finish", "wrote_header", "close_on_finish"),
+    "waitress.task.WSGITask": ("execute", "get_environment", "environ"),
+    "waitress.task.ErrorTask": ("execute",),
+    "waitress.proxy_headers.proxy_headers_middleware": (),
+    "waitress.utilities.InternalServerError": (),
+    "waitress.utilities.RequestEntityTooLarge": (),
+}
 # What generate_latest writes (the classic text format), as the controller metrics serve it.
 _METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Health and metrics paths take no request body (413 before reading one).
