@@ -51,6 +51,8 @@ __all__ = [
 log = logging.getLogger("cloudcoil_sync.admission.server")
 
 Check = Callable[[], bool]
+# (Authorization header, path) -> HTTP status for a metrics request (MetricsAccess.decide).
+Access = Callable[[str | None, str], int]
 _TEXT = "text/plain; charset=utf-8"
 # The environ key of a callable `(deadline, status, headers, body, on_fire) -> Timer` that
 # sends that answer at `deadline` (time.monotonic) unless the Timer is cancelled first; once
@@ -111,7 +113,8 @@ class OperatorEndpoints:
     """WSGI middleware answering health and metrics paths (any method); the rest goes on.
 
     `/healthz` → `healthy`, `/readyz` → `ready`, `/controllers/readyz` → `controllers_ready`
-    (each `ok\\n` or 503 `not ready\\n`); `/metrics` → the Prometheus registry, empty if none.
+    (each `ok\\n` or 503 `not ready\\n`); `/metrics` → the Prometheus registry, empty if none,
+    to whom `metrics_access` allows it if given (else 401/403/500 as it decides).
     """
 
     def __init__(
@@ -122,8 +125,10 @@ class OperatorEndpoints:
         ready: Check | None = None,
         controllers_ready: Check | None = None,
         registry: CollectorRegistry | None = None,
+        metrics_access: Access | None = None,
     ) -> None:
         self.app = app
+        self.metrics_access = metrics_access
         self.checks: dict[str, Check] = {
             "/healthz": healthy or _always,
             "/readyz": ready or _always,
@@ -150,6 +155,10 @@ class OperatorEndpoints:
             body = b"ok\n" if ok else b"not ready\n"
             return _answer(start_response, "200 OK" if ok else "503 Service Unavailable", body)
         if path == "/metrics":
+            access = self.metrics_access
+            code = 200 if access is None else access(environ.get("HTTP_AUTHORIZATION"), path)
+            if code != 200:
+                return _answer(start_response, _REFUSED[code], _REFUSED[code][4:].encode() + b"\n")
             return self._metrics(start_response)
         return self.app(environ, start_response)
 
@@ -158,6 +167,13 @@ class OperatorEndpoints:
 
         body = b"" if self.registry is None else generate_latest(self.registry)
         return _answer(start_response, "200 OK", body, _METRICS_TYPE)
+
+
+_REFUSED = {
+    401: "401 Unauthorized",
+    403: "403 Forbidden",
+    500: "500 Internal Server Error",
+}
 
 
 def _always() -> bool:
@@ -223,6 +239,7 @@ class WebhookHost:
         ready: Check | None = None,
         controllers_ready: Check | None = None,
         registry: CollectorRegistry | None = None,
+        metrics_access: Access | None = None,
     ) -> None:
         self.app = OperatorEndpoints(
             app,
@@ -230,6 +247,7 @@ class WebhookHost:
             ready=ready,
             controllers_ready=controllers_ready,
             registry=registry,
+            metrics_access=metrics_access,
         )
         self.certfile, self.keyfile = certfile, keyfile
         self.host, self.port = host, port

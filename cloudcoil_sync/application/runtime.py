@@ -208,6 +208,7 @@ class _Components:
 
     def _start_webhook(self) -> None:
         from cloudcoil_sync.admission.metrics import InstrumentedAdmission
+        from cloudcoil_sync.admission.metrics_access import MetricsAccess
         from cloudcoil_sync.admission.server import WebhookHost
         from cloudcoil_sync.admission.webhook import AdmissionWebhook
 
@@ -224,6 +225,9 @@ class _Components:
             controllers_ready=lambda: state.manager is not None and state.manager.ready,
             registry=self.metrics.registry,
             max_request_body_size=self.admission.max_body_bytes,
+            metrics_access=MetricsAccess(self.config).decide
+            if app.webhook.secure_metrics
+            else None,
         )
         self.host = host
         host.start()

@@ -72,6 +72,9 @@ class WebhookServer:
     for the webhook configurations; private keys never enter manifests. `limits`
     (`ConnectionLimits`) bound what any one client can hold of the listener: connections
     per address and in all, handshake, header, body-rate and keep-alive deadlines.
+    `secure_metrics` serves `/metrics` only to bearer tokens the API server authenticates
+    and authorizes for `get` on it (TokenReview + SubjectAccessReview, cached; the
+    generated RBAC grants both reviews and a `<name>.<namespace>-metrics-reader` ClusterRole).
     """
 
     ca_bundle: bytes = b""
@@ -84,6 +87,7 @@ class WebhookServer:
     startup_timeout: float = 30
     shutdown_timeout: float = 10
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    secure_metrics: bool = True
 
     def __post_init__(self) -> None:
         for port in (self.port, self.service_port):
@@ -97,6 +101,8 @@ class WebhookServer:
                 or timeout <= 0
             ):
                 raise ValueError("Webhook timeouts must be finite and positive")
+        if not isinstance(self.secure_metrics, bool):
+            raise TypeError("WebhookServer.secure_metrics must be True or False")
         if not isinstance(self.limits, ConnectionLimits):
             raise TypeError("WebhookServer.limits must be a ConnectionLimits")
         if not isinstance(self.ca_bundle, bytes):

@@ -129,6 +129,10 @@ class Authorizer:
             self._cache[user] = grants
         return grants
 
+    def grants(self, user: User) -> list[tuple[str | None, list[JSON]]]:
+        """(namespace or None for cluster-wide, rules) of every binding naming `user`."""
+        return self._grants(user)
+
     def allowed(self, user: User, attrs: Attributes) -> bool:
         if user.admin or "system:masters" in user.groups:
             return True
