@@ -25,7 +25,10 @@ REMOVAL_ORDER = [
     f"validatingwebhookconfigurations/{HOOKS}",
     "deployments/gadgets",
     "services/gadgets",
+    "clusterrolebindings/gadgets.operators",  # the secure-metrics reviews
     "rolebindings/gadgets.operators",
+    "clusterroles/gadgets.operators",
+    "clusterroles/gadgets.operators-metrics-reader",
     "roles/gadgets.operators",
     "serviceaccounts/gadgets",
 ]
@@ -57,7 +60,7 @@ def test_uninstall_removes_in_order_waiting_for_each_and_keeps_crds(
     objects = stored(kube)
     assert objects.pop("crd") is not None
     assert all(obj is None for obj in objects.values())
-    assert [r.action for r in results] == ["deleted"] * 7 + ["kept"]
+    assert [r.action for r in results] == ["deleted"] * 10 + ["kept"]
     assert f"kept CustomResourceDefinition {CRD}: CRDs are deleted only with --include-crds" in (
         lines.lines
     )
@@ -65,8 +68,8 @@ def test_uninstall_removes_in_order_waiting_for_each_and_keeps_crds(
 
     kube.clear_log()
     again = uninstall(app, config=config, progress=progress)
-    assert [r.action for r in again] == ["absent"] * 7 + ["kept"]
-    assert [m for m, _, _ in requests(kube)] == ["GET"] * 7
+    assert [r.action for r in again] == ["absent"] * 10 + ["kept"]
+    assert [m for m, _, _ in requests(kube)] == ["GET"] * 10
     assert lines.lines[-1].startswith("uninstall: nothing to remove")
 
 
@@ -118,7 +121,7 @@ def test_dry_run_deletes_nothing(
     assert kube.store.resource_version == before
     assert all(obj is not None for obj in stored(kube).values())
     deletes = [e for e in kube.request_log if e.method == "DELETE"]
-    assert len(deletes) == 8
+    assert len(deletes) == 11
 
 
 def test_timeout_names_the_object_still_terminating(
@@ -135,7 +138,7 @@ def test_timeout_names_the_object_still_terminating(
         "timed out after 0.5 s waiting for Deployment operators/gadgets to be gone "
         "(terminating (finalizers: example.com/hold"
     ), message
-    assert "removed 2 of 8" in message and "pending: Deployment operators/gadgets, Service" in (
+    assert "removed 2 of 11" in message and "pending: Deployment operators/gadgets, Service" in (
         message
     )
     assert kube.get_object("", "services", NAMESPACE, "gadgets") is not None
