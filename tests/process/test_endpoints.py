@@ -252,4 +252,15 @@ def test_leader_webhook_reads_the_informer_cache_and_reports_metrics(
         'controller_runtime_webhook_requests_total{code="200",webhook="/validate/settings"} 1.0'
         in text
     )
+    # The route's own handler slots, and the body limit enforced before reading.
+    assert 'cloudcoil_webhook_handler_slots{webhook="/validate/settings"} 16.0' in text
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(
+            b"POST /validate/settings HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 15728640\r\n\r\n{"
+        )
+        assert tls.recv(65536).startswith(b"HTTP/1.1 413 ")
     assert run.close() is None
