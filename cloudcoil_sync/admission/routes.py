@@ -97,6 +97,7 @@ class Route:
     failure_policy: FailurePolicy
     target: type[Resource] | None = None
     namespace_selector: dict[str, Any] | None = None
+    max_concurrency: int | None = None  # handlers at once; None: the webhook's max_workers
 
     @property
     def kind(self) -> Literal["mutate", "validate"]:
@@ -157,6 +158,7 @@ def build_route(
     namespace_selector: Mapping[str, Any] | None = None,
     timeout_seconds: int = 5,
     failure_policy: FailurePolicy = "Fail",
+    max_concurrency: int | None = None,
 ) -> Route:
     """Validate one route's settings (offline) and fill plural/scope defaults."""
     gvk_key(model)  # Fail early for models without a concrete GVK.
@@ -198,6 +200,12 @@ def build_route(
         or not 1 <= timeout_seconds <= 30
     ):
         raise ValueError("timeout_seconds must be an integer between 1 and 30")
+    if max_concurrency is not None and (
+        isinstance(max_concurrency, bool)
+        or not isinstance(max_concurrency, int)
+        or not 1 <= max_concurrency <= 1024
+    ):
+        raise ValueError("max_concurrency must be an integer between 1 and 1024")
     if namespace_selector is not None and not isinstance(namespace_selector, Mapping):
         raise TypeError("namespace_selector must be a LabelSelector mapping")
     return Route(
@@ -212,6 +220,7 @@ def build_route(
         timeout_seconds=timeout_seconds,
         failure_policy=failure_policy,
         target=target,
+        max_concurrency=max_concurrency,
         namespace_selector=None
         if namespace_selector is None
         else deepcopy(dict(namespace_selector)),
@@ -279,7 +288,7 @@ class AdmissionRoutes:
         """Register a mutator returning its edited resource, or None for no patch.
 
         Options: target, resource, operations, subresource, scope, namespace_selector,
-        timeout_seconds, failure_policy.
+        timeout_seconds, failure_policy, max_concurrency (handlers of this route at once).
         """
         return self._decorator(model, True, path, options)
 

@@ -26,9 +26,12 @@ from waitress.adjustments import Adjustments
 from waitress.parser import HTTPRequestParser
 from waitress.proxy_headers import proxy_headers_middleware
 from waitress.task import ErrorTask, Task, WSGITask
-from waitress.utilities import InternalServerError
+from waitress.utilities import InternalServerError, RequestEntityTooLarge
 
+from cloudcoil_sync.admission.connections import Phase
 from cloudcoil_sync.admission.deadlines import Timer, Watchdog
+from cloudcoil_sync.admission.limits import ConnectionLimits
+from cloudcoil_sync.admission.routes import DEFAULT_MAX_BODY_BYTES
 from cloudcoil_sync.admission.tls import CertificateStore, TLSFront, TLSStream
 from cloudcoil_sync.admission.turns import Turns
 
@@ -37,11 +40,19 @@ if TYPE_CHECKING:
 
     from prometheus_client.registry import CollectorRegistry
 
-__all__ = ["LATE_ANSWER", "OperatorEndpoints", "WebhookHost"]
+__all__ = [
+    "LATE_ANSWER",
+    "NO_BODY_PATHS",
+    "WAITRESS_INTERNALS",
+    "OperatorEndpoints",
+    "WebhookHost",
+]
 
 log = logging.getLogger("cloudcoil_sync.admission.server")
 
 Check = Callable[[], bool]
+# (Authorization header, path) -> HTTP status for a metrics request (MetricsAccess.decide).
+Access = Callable[[str | None, str], int]
 _TEXT = "text/plain; charset=utf-8"
 # The environ key of a callable `(deadline, status, headers, body, on_fire) -> Timer` that
 # sends that answer at `deadline` (time.monotonic) unless the Timer is cancelled first; once
@@ -50,15 +61,60 @@ _TEXT = "text/plain; charset=utf-8"
 LATE_ANSWER = "cloudcoil.late_answer"
 # How long a late answer may wait for the client to take it (it is small: the socket buffer).
 _LATE_SEND_TIMEOUT = 1.0
+# Everything this module uses of waitress beyond its public API (`create_server`), by
+# dotted name: the attributes used of it, or an Adjustments keyword. setup.cfg pins the major
+# version; tests/admission/test_waitress_contract.py checks the installed one offers these.
+WAITRESS_INTERNALS: dict[str, tuple[str, ...]] = {
+    "waitress.adjustments.Adjustments": (
+        "url_scheme",
+        "max_request_body_size",
+        "inbuf_overflow",
+        "clear_untrusted_proxy_headers",
+        "expose_tracebacks",
+        "ident",
+    ),
+    "waitress.parser.HTTPRequestParser": (
+        "received",
+        "close",
+        "completed",
+        "empty",
+        "error",
+        "expect_continue",
+        "headers_finished",
+        "chunked",
+        "content_length",
+        "body_bytes_received",
+        "path",
+        "version",
+    ),
+    "waitress.task.Task": ("start", "finish", "wrote_header", "close_on_finish"),
+    "waitress.task.WSGITask": ("execute", "get_environment", "environ"),
+    "waitress.task.ErrorTask": ("execute",),
+    "waitress.proxy_headers.proxy_headers_middleware": (),
+    "waitress.utilities.InternalServerError": (),
+    "waitress.utilities.RequestEntityTooLarge": (),
+}
 # What generate_latest writes (the classic text format), as the controller metrics serve it.
 _METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Health and metrics paths take no request body (413 before reading one).
+NO_BODY_PATHS = frozenset({"/healthz", "/readyz", "/controllers/readyz", "/metrics"})
+# After a 413, what the client still sends is read and dropped for this long (and at most
+# this much), so that it can read the answer instead of a reset.
+_LINGER_SECONDS = 2.0
+_LINGER_BYTES = 32 << 20
+_TOO_LARGE_BODY = b'{"message":"Request body too large"}'
+_TOO_LARGE = (
+    b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_TOO_LARGE_BODY), _TOO_LARGE_BODY)
+)
 
 
 class OperatorEndpoints:
     """WSGI middleware answering health and metrics paths (any method); the rest goes on.
 
     `/healthz` → `healthy`, `/readyz` → `ready`, `/controllers/readyz` → `controllers_ready`
-    (each `ok\\n` or 503 `not ready\\n`); `/metrics` → the Prometheus registry, empty if none.
+    (each `ok\\n` or 503 `not ready\\n`); `/metrics` → the Prometheus registry, empty if none,
+    to whom `metrics_access` allows it if given (else 401/403/500 as it decides).
     """
 
     def __init__(
@@ -69,8 +125,10 @@ class OperatorEndpoints:
         ready: Check | None = None,
         controllers_ready: Check | None = None,
         registry: CollectorRegistry | None = None,
+        metrics_access: Access | None = None,
     ) -> None:
         self.app = app
+        self.metrics_access = metrics_access
         self.checks: dict[str, Check] = {
             "/healthz": healthy or _always,
             "/readyz": ready or _always,
@@ -97,6 +155,10 @@ class OperatorEndpoints:
             body = b"ok\n" if ok else b"not ready\n"
             return _answer(start_response, "200 OK" if ok else "503 Service Unavailable", body)
         if path == "/metrics":
+            access = self.metrics_access
+            code = 200 if access is None else access(environ.get("HTTP_AUTHORIZATION"), path)
+            if code != 200:
+                return _answer(start_response, _REFUSED[code], _REFUSED[code][4:].encode() + b"\n")
             return self._metrics(start_response)
         return self.app(environ, start_response)
 
@@ -105,6 +167,13 @@ class OperatorEndpoints:
 
         body = b"" if self.registry is None else generate_latest(self.registry)
         return _answer(start_response, "200 OK", body, _METRICS_TYPE)
+
+
+_REFUSED = {
+    401: "401 Unauthorized",
+    403: "403 Forbidden",
+    500: "500 Internal Server Error",
+}
 
 
 def _always() -> bool:
@@ -140,7 +209,9 @@ def _answer(
 class WebhookHost:
     """Serve `app` over HTTPS on (host, port) until `stop`; owns every thread it starts.
 
-    Each connection is served on its own thread (at most `max_connections`); `threads`, if
+    Each connection is served on its own thread, within `limits` (`ConnectionLimits`: how
+    many connections, per client and in all, and the handshake, header, body-rate and idle
+    deadlines; a request past its deadline is answered 408); `threads`, if
     given, bounds how many of them run the WSGI app at once (admission handlers are bounded
     by the webhook's `max_workers` either way; a bound here makes every answer wake a
     waiter). Connections process their requests in turns (`Turns`), first come first
@@ -160,16 +231,15 @@ class WebhookHost:
         host: str = "0.0.0.0",
         port: int = 9443,
         threads: int | None = None,
-        max_connections: int = 64,
-        handshake_timeout: float = 10.0,
-        idle_timeout: float = 120.0,
+        limits: ConnectionLimits | None = None,
         turn_hold: float = 0.002,
         reload_interval: float = 2.0,
-        max_request_body_size: int = 16 * 1024 * 1024,
+        max_request_body_size: int = DEFAULT_MAX_BODY_BYTES,
         healthy: Check | None = None,
         ready: Check | None = None,
         controllers_ready: Check | None = None,
         registry: CollectorRegistry | None = None,
+        metrics_access: Access | None = None,
     ) -> None:
         self.app = OperatorEndpoints(
             app,
@@ -177,13 +247,12 @@ class WebhookHost:
             ready=ready,
             controllers_ready=controllers_ready,
             registry=registry,
+            metrics_access=metrics_access,
         )
         self.certfile, self.keyfile = certfile, keyfile
         self.host, self.port = host, port
         self.threads = threads
-        self.max_connections = max_connections
-        self.handshake_timeout = handshake_timeout
-        self.idle_timeout = idle_timeout
+        self.limits = limits if limits is not None else ConnectionLimits()
         self.reload_interval = reload_interval
         self.max_request_body_size = max_request_body_size
         self.front: TLSFront | None = None
@@ -195,7 +264,7 @@ class WebhookHost:
     @classmethod
     def from_settings(cls, app: WSGIApplication, settings: Any, **options: Any) -> WebhookHost:
         """A host for `settings` (an application `WebhookServer`: certfile, keyfile, host,
-        port); `options` are the other keyword arguments (checks, registry, threads...).
+        port, limits); `options` are the other keyword arguments (checks, registry...).
         """
         return cls(
             app,
@@ -203,6 +272,7 @@ class WebhookHost:
             keyfile=settings.keyfile,
             host=settings.host,
             port=settings.port,
+            limits=settings.limits,
             **options,
         )
 
@@ -224,22 +294,21 @@ class WebhookHost:
         self.certificates = CertificateStore(
             self.certfile, self.keyfile, check_interval=self.reload_interval
         )
+        limit = self.max_request_body_size
         adjustments = Adjustments(
             url_scheme="https",
-            max_request_body_size=self.max_request_body_size,
+            # waitress refuses a body of this size or more: a declared Content-Length as
+            # soon as the headers are in, a chunked body as it arrives. Below it, bodies
+            # stay in memory (waitress would spool one over inbuf_overflow to a temp file).
+            max_request_body_size=limit + 1,
+            inbuf_overflow=limit + 1024,
             clear_untrusted_proxy_headers=True,
             expose_tracebacks=False,
             ident="cloudcoil",
         )
-        http = _HTTP(self.app, adjustments, self.threads, self.host, self.watchdog, self.turns)
+        http = _HTTP(self.app, adjustments, self, self.watchdog, self.turns)
         front = TLSFront(
-            self.certificates,
-            http.serve,
-            host=self.host,
-            port=self.port,
-            max_connections=self.max_connections,
-            handshake_timeout=self.handshake_timeout,
-            idle_timeout=self.idle_timeout,
+            self.certificates, http.serve, host=self.host, port=self.port, limits=self.limits
         )
         front.start()  # OSError when the port is taken: nothing was started
         self.front = front
@@ -265,12 +334,13 @@ class _HTTP:
         self,
         app: WSGIApplication,
         adj: Adjustments,
-        threads: int | None,
-        host: str,
+        owner: WebhookHost,
         watchdog: Watchdog,
         turns: Turns,
     ) -> None:
+        threads, host = owner.threads, owner.host
         self.adj = adj
+        self.limits = owner.limits
         self.watchdog = watchdog
         self.turns = turns
         # As waitress.create_server does: Forwarded/X-Forwarded-* from untrusted peers
@@ -286,6 +356,13 @@ class _HTTP:
 
     def serve(self, stream: TLSStream) -> None:
         _Channel(self, stream).run()
+
+
+def _refuse_body(request: HTTPRequestParser) -> None:
+    """Answer 413 at once when a request to a path that takes no body comes with one."""
+    if request.chunked or request.content_length > 0:
+        request.error = RequestEntityTooLarge("This path takes no request body")
+        request.completed = True
 
 
 class _Task(WSGITask):
@@ -321,9 +398,12 @@ class _Channel:
         self._pending = 0
         self._version = "1.1"
         self._request: HTTPRequestParser | None = None  # the one being received
+        self._idle_since = time.monotonic()  # since the last answer (or the handshake)
+        self._started = self._body_started = 0.0  # first byte of the request, of its body
         # Set (by the watchdog) once a late answer went out: the app's own answer is then
         # dropped and the connection closes after it.
         self._answered_late = False
+        self._linger = False  # a body was refused: drain what follows before closing
 
     def check_client_disconnected(self) -> bool:
         return False  # requests are read only between answers (no lookahead)
@@ -379,19 +459,51 @@ class _Channel:
 
     def run(self) -> None:
         try:
-            while data := self.stream.receive():
+            while data := self.stream.receive(self._deadline()):
                 # Sending inside the turn too: a thread back from its send would otherwise
                 # race the holder for the GIL (p99 at 8 clients 8-10 ms instead of 4-5).
                 with self.server.turns.turn():
                     keep_open = self._received(data)
                     self.flush()
                 if not keep_open:
+                    if self._linger:
+                        self.stream.discard(time.monotonic() + _LINGER_SECONDS, _LINGER_BYTES)
                     return
+                if self._request is None:
+                    self._idle_since = time.monotonic()
+                    self.stream.connection.enter(Phase.IDLE)
+        except TimeoutError:
+            if self._request is not None:  # a request too slow to arrive: answer, close
+                self._timed_out()
         except _ClientGone as error:
             log.debug("Webhook client went away: %s", error)
         finally:
             if self._request is not None:
                 self._request.close()
+
+    def _deadline(self) -> float:
+        """When the next bytes are due: the idle timeout between requests, the header
+        deadline while headers arrive, then the minimum body rate."""
+        limits = self.server.limits
+        request = self._request
+        if request is None:
+            return self._idle_since + limits.idle_timeout
+        if not request.headers_finished:
+            return self._started + limits.header_timeout
+        if self._body_started == 0.0:
+            self._body_started = time.monotonic()
+        allowed = request.body_bytes_received / limits.min_body_rate
+        return self._body_started + limits.body_grace + allowed
+
+    def _timed_out(self) -> None:
+        log.info("Webhook client %s was too slow to send its request; answered 408", self.addr[0])
+        body = b"Request timeout\n"
+        head = (
+            f"HTTP/{self._version} 408 Request Timeout\r\nContent-Type: text/plain\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        with contextlib.suppress(OSError):
+            self.stream.send(head.encode() + body, timeout=_LATE_SEND_TIMEOUT)
 
     def _received(self, data: bytes) -> bool:
         """Parse `data`, answering each request it completes (the answers are buffered);
@@ -399,8 +511,12 @@ class _Channel:
         while data:
             if self._request is None:
                 self._request = HTTPRequestParser(self.adj)
+                self._started, self._body_started = time.monotonic(), 0.0
+                self.stream.connection.enter(Phase.ACTIVE)
             request = self._request
             used = request.received(data)
+            if request.headers_finished and not request.error and request.path in NO_BODY_PATHS:
+                _refuse_body(request)
             if request.expect_continue and request.headers_finished:
                 request.expect_continue = False
                 if not request.completed:
@@ -415,6 +531,13 @@ class _Channel:
 
     def _service(self, request: HTTPRequestParser) -> bool:
         """Answer one request; whether the connection stays open for the next."""
+        if isinstance(request.error, RequestEntityTooLarge):
+            # Answered as the webhook answers it; the rest of the body is read and
+            # dropped, never kept.
+            self._linger = True
+            self.write_soon(_TOO_LARGE)
+            request.close()
+            return False
         self._version = request.version if request.version in ("1.0", "1.1") else "1.1"
         task: Task = ErrorTask(self, request) if request.error else _Task(self, request)
         try:

@@ -13,7 +13,6 @@ previous one kept.
 
 from __future__ import annotations
 
-import _socket
 import contextlib
 import logging
 import os
@@ -23,7 +22,9 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from .connections import Connection, ConnectionTable, Phase
+from .limits import ConnectionLimits
 
 __all__ = ["CertificateStore", "TLSFront", "TLSStream", "load_server_context"]
 
@@ -109,39 +110,21 @@ class CertificateStore:
         log.info("Reloaded webhook TLS certificate from %s", self.certfile)
 
 
-@dataclass
-class _Connection:
-    """One client connection; `abort` may be called from the owner's thread."""
-
-    client: socket.socket
-    closed: bool = False
-
-    def __post_init__(self) -> None:
-        self.lock = threading.Lock()
-
-    def abort(self) -> None:
-        # shutdown(2) wakes any blocked call on the fd; the raw call avoids touching the
-        # SSL object, which belongs to the connection's thread.
-        with self.lock:
-            if not self.closed:
-                with contextlib.suppress(OSError):
-                    _socket.socket.shutdown(self.client, socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        with self.lock:
-            self.closed = True
-            with contextlib.suppress(OSError):
-                self.client.close()
-
-
 Serve = Callable[["TLSStream"], None]
+
+# What a connection over the limits is answered once its handshake is done.
+_BUSY_BODY = b"The admission webhook is at its connection limit; retry later\n"
+# How long a connection over the limits may take for its handshake and request headers.
+_REJECT_TIMEOUT = 1.0
 
 
 class TLSFront:
     """Accept TLS on `(host, port)`; `serve` speaks HTTP on each connection's own thread.
 
     `serve(stream)` is called once per connection after its handshake, on that connection's
-    thread, and returns when the connection should close.
+    thread, and returns when the connection should close. `limits` bound how many
+    connections there are, per client address and in all, and how long a handshake may
+    take; a connection over them is answered 503 (see `limits`).
     """
 
     def __init__(
@@ -151,9 +134,7 @@ class TLSFront:
         *,
         host: str = "0.0.0.0",
         port: int = 9443,
-        max_connections: int = 64,
-        handshake_timeout: float = 10.0,
-        idle_timeout: float = 120.0,
+        limits: ConnectionLimits | None = None,
         io_timeout: float = 30.0,
         backlog: int = 128,
     ) -> None:
@@ -161,21 +142,20 @@ class TLSFront:
         self.serve = serve
         self.host = host
         self.port = port
-        self.max_connections = max_connections
-        self.handshake_timeout = handshake_timeout
-        self.idle_timeout = idle_timeout
+        self.limits = limits if limits is not None else ConnectionLimits()
         self.io_timeout = io_timeout
         self.backlog = backlog
-        self._slots = threading.BoundedSemaphore(max_connections)
+        self.table = ConnectionTable(self.limits)
         self._lock = threading.Lock()
-        self._connections: dict[threading.Thread, _Connection] = {}
+        self._connections: dict[threading.Thread, Connection] = {}
+        self._rejecting = 0
         self._listener: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
         self._stopping = threading.Event()
         self._drain_deadline = 0.0
         self.accepted = 0  # connections handed to a thread
-        self.rejected = 0  # connections closed at the limit
+        self.rejected = 0  # connections refused at a limit (answered 503 or closed)
         self._next_limit_warning = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -216,6 +196,10 @@ class TLSFront:
     def active_connections(self) -> int:
         with self._lock:
             return len(self._connections)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
 
     def stop(self, timeout: float = 5.0) -> bool:
         """Stop accepting, let in-flight requests answer, then close; True if all joined.
@@ -261,39 +245,35 @@ class TLSFront:
                 if self._wake_r in ready:
                     break
                 try:
-                    client, _ = listener.accept()
+                    client, peer = listener.accept()
                 except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                     continue
                 except OSError as error:  # e.g. EMFILE: back off briefly, keep serving
                     log.warning("Webhook TLS accept failed: %s", error)
                     self._stopping.wait(0.1)
                     continue
-                self._dispatch(client)
+                self._dispatch(Connection(client, peer=str(peer[0])))
         finally:
             listener.close()
 
-    def _dispatch(self, client: socket.socket) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.rejected += 1
-            now = time.monotonic()
-            if now >= self._next_limit_warning:  # at most one warning per interval
-                self._next_limit_warning = now + _LIMIT_WARNING_INTERVAL
-                log.warning(
-                    "Webhook TLS front at its %d connection limit; closing new connections "
-                    "(%d so far)",
-                    self.max_connections,
-                    self.rejected,
-                )
-            client.close()
+    def _dispatch(self, connection: Connection) -> None:
+        if self.table.admit(connection):
+            self.accepted += 1
+            if not self._start(connection, self._serve, f"webhook-tls-{self.accepted}"):
+                self.table.release(connection)
             return
-        self.accepted += 1
-        connection = _Connection(client)
-        thread = threading.Thread(
-            target=self._serve,
-            args=(connection,),
-            name=f"webhook-tls-{self.accepted}",
-            daemon=True,
-        )
+        self.rejected += 1
+        self._warn_at_limit()
+        with self._lock:
+            room = self._rejecting < self.limits.max_rejecting
+            self._rejecting += room
+        if not room or not self._start(connection, self._reject, "webhook-tls-busy"):
+            connection.close()  # not even a 503 can be afforded: close at once
+
+    def _start(
+        self, connection: Connection, target: Callable[[Connection], None], name: str
+    ) -> bool:
+        thread = threading.Thread(target=target, args=(connection,), name=name, daemon=True)
         with self._lock:
             self._connections[thread] = connection
         try:
@@ -301,17 +281,31 @@ class TLSFront:
         except RuntimeError:
             with self._lock:
                 del self._connections[thread]
-            self._slots.release()
-            client.close()
+            connection.close()
+            return False
+        return True
+
+    def _warn_at_limit(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_limit_warning:  # at most one warning per interval
+            self._next_limit_warning = now + _LIMIT_WARNING_INTERVAL
+            log.warning(
+                "Webhook TLS front at its connection limits (%d in all, %d per client); "
+                "answering new connections 503 (%d so far)",
+                self.limits.max_connections,
+                self.limits.max_connections_per_client,
+                self.rejected,
+            )
 
     # -- one connection --------------------------------------------------------------------
 
-    def _serve(self, connection: _Connection) -> None:
+    def _serve(self, connection: Connection) -> None:
         try:
-            tls = self._handshake(connection)
+            tls = self._handshake(connection, self.limits.handshake_timeout)
             if tls is None:
                 return
-            self.serve(TLSStream(self, tls))
+            connection.enter(Phase.IDLE)
+            self.serve(TLSStream(self, tls, connection))
             with contextlib.suppress(OSError, ValueError):
                 tls.unwrap()  # send close_notify; never wait for the client's
         except (OSError, ValueError) as error:
@@ -319,12 +313,40 @@ class TLSFront:
         except Exception:
             log.exception("Webhook TLS connection failed")
         finally:
-            connection.close()
-            with self._lock:
-                self._connections.pop(threading.current_thread(), None)
-            self._slots.release()
+            self._ended(connection)
+            self.table.release(connection)
 
-    def _handshake(self, connection: _Connection) -> ssl.SSLSocket | None:
+    def _reject(self, connection: Connection) -> None:
+        """Answer 503 with Retry-After, briefly: the connection is over the limits."""
+        try:
+            timeout = min(self.limits.handshake_timeout, _REJECT_TIMEOUT)
+            tls = self._handshake(connection, timeout)
+            if tls is None:
+                return
+            stream = TLSStream(self, tls, connection)
+            deadline = time.monotonic() + _REJECT_TIMEOUT
+            head = b""
+            with contextlib.suppress(TimeoutError):
+                while b"\r\n\r\n" not in head and len(head) < 65536:
+                    data = stream.receive(deadline)
+                    if not data:
+                        return
+                    head += data
+            stream.send(_busy_answer(self.limits.retry_after), timeout=_REJECT_TIMEOUT)
+            stream.discard(time.monotonic() + _REJECT_TIMEOUT / 2)
+        except (OSError, ValueError) as error:
+            log.debug("Webhook TLS connection over the limits ended: %s", error)
+        finally:
+            self._ended(connection)
+            with self._lock:
+                self._rejecting -= 1
+
+    def _ended(self, connection: Connection) -> None:
+        connection.close()
+        with self._lock:
+            self._connections.pop(threading.current_thread(), None)
+
+    def _handshake(self, connection: Connection, timeout: float) -> ssl.SSLSocket | None:
         raw = connection.client
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         raw.setblocking(False)
@@ -332,7 +354,13 @@ class TLSFront:
         tls = context.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
         with connection.lock:
             connection.client = tls  # wrap_socket detached `raw`; track the live object
-        deadline = time.monotonic() + self.handshake_timeout
+        deadline = time.monotonic() + timeout
+        # Silent until the first bytes of a ClientHello: only then not to be evicted.
+        ready = _poll({tls.fileno(): select.POLLIN, self._wake_r: select.POLLIN}, timeout)
+        if self._wake_r in ready or not ready:
+            log.debug("Webhook TLS client sent no ClientHello in time")
+            return None
+        connection.enter(Phase.HANDSHAKE)
         while True:
             try:
                 tls.do_handshake()
@@ -351,34 +379,45 @@ class TLSFront:
         return tls
 
 
+def _busy_answer(retry_after: int) -> bytes:
+    return (
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        f"Retry-After: {retry_after}\r\n"
+        "Content-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(_BUSY_BODY)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode() + _BUSY_BODY
+
+
 class TLSStream:
     """The decrypted bytes of one connection, for its own thread only (SSL objects are not
-    thread-safe). The socket stays non-blocking; waits are polls bounded by the front's
-    idle and I/O timeouts, and a stopping front ends them.
+    thread-safe). The socket stays non-blocking; waits are polls bounded by the caller's
+    deadlines and the front's I/O timeout, and a stopping front ends them.
     """
 
-    def __init__(self, front: TLSFront, tls: ssl.SSLSocket) -> None:
+    def __init__(self, front: TLSFront, tls: ssl.SSLSocket, connection: Connection) -> None:
         self.front = front
         self.tls = tls
+        self.connection = connection
         self.fd = tls.fileno()
         self.peer: tuple[str, int] = tls.getpeername()[:2]
         self.poller = select.poll()
         self.poller.register(self.fd, select.POLLIN)
         self.poller.register(front._wake_r, select.POLLIN)
-        self.last_activity = time.monotonic()
         tls.setblocking(False)
 
-    def receive(self) -> bytes:
-        """The next decrypted bytes; b"" when the connection should end: the client closed
-        it, it stayed idle for the idle timeout, or the front is stopping (requests already
-        read have been answered by then: the caller asks only between requests).
+    def receive(self, deadline: float) -> bytes:
+        """The next decrypted bytes; b"" when the connection should end (the client closed
+        it or the front is stopping: requests already read have been answered by then, the
+        caller asks only between requests); TimeoutError when none came by `deadline`
+        (time.monotonic).
         """
         front = self.front
         while not front._stopping.is_set():
             if not self.tls.pending():
-                wait = self.last_activity + front.idle_timeout - time.monotonic()
+                wait = deadline - time.monotonic()
                 if wait <= 0:
-                    return b""
+                    raise TimeoutError("Webhook client sent nothing in time")
                 ready = {fd for fd, _ in self.poller.poll(wait * 1000)}
                 if self.fd not in ready:
                     continue  # woken by stop, or the wait ran out: re-check
@@ -388,9 +427,19 @@ class TLSStream:
                 continue  # a record is still incomplete
             except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
                 return b""
-            self.last_activity = time.monotonic()
             return data
         return b""
+
+    def discard(self, deadline: float, limit: int = 8 << 20, quiet: float = 0.25) -> None:
+        """Read and drop what the client still sends, until it closes, pauses for `quiet`
+        seconds, or `limit` bytes or `deadline` pass: closing with unread input would reset
+        the connection, and the client could lose the answer it was sent."""
+        with contextlib.suppress(OSError, ValueError, TimeoutError):
+            while limit > 0:
+                data = self.receive(min(deadline, time.monotonic() + quiet))
+                if not data:
+                    return
+                limit -= len(data)
 
     def send(self, data: bytes, timeout: float | None = None) -> None:
         """Write all of `data`; TimeoutError when the client does not read it within
@@ -408,7 +457,6 @@ class TLSStream:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not _poll({self.fd: events}, remaining):
                 raise TimeoutError("Webhook client did not read its answer in time")
-        self.last_activity = time.monotonic()
 
 
 def _poll(fds: dict[int, int], timeout: float | None = None) -> set[int]:

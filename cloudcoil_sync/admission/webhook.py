@@ -2,8 +2,9 @@
 
 Each path serves one route. Reviews are parsed strictly and checked against the route
 before any handler runs; handlers are plain functions run under the route's deadline, at
-most `max_workers` at once (a handler past it is abandoned, never killed, and its late
-result discarded). Served by `WebhookHost`, a handler runs on the request's own thread and
+most the route's own number at once (`RouteSlots`: a stuck route answers 504 for itself
+only; a handler past its deadline is abandoned, never killed, and its late result
+discarded). Served by `WebhookHost`, a handler runs on the request's own thread and
 the host's watchdog answers 504 at the deadline (no thread hand-off per request); under
 any other WSGI server it runs on a pool thread the request waits for. Answers follow
 cloudcoil 0.8: 404 unknown path, 405 not POST, 415 not JSON, 413 too large, 400 malformed
@@ -16,13 +17,13 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import queue
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
+from cloudcoil_sync.admission.concurrency import RouteSlots
 from cloudcoil_sync.admission.handlers import HandlerPool, HandlerTimeout, PoolClosed
 from cloudcoil_sync.admission.request import (
     AdmissionDenied,
@@ -67,8 +68,9 @@ class AdmissionWebhook(AdmissionRoutes):
     `@webhook.validating(...)` / `@webhook.mutating(...)` / `webhook.register(...)`. Given
     `routes` (an `AdmissionRoutes`, whose table it then serves live, or routes by path or
     an iterable of routes) it serves those. `config` backs `request.client(...)`, `cache`
-    backs `request.cached(...)`, `max_workers` bounds concurrent handlers; `close()` joins
-    the handler threads.
+    backs `request.cached(...)`, `max_workers` bounds each route's concurrent handlers (a
+    route's `max_concurrency` overrides it; see `concurrency`); `close()` joins the
+    handler threads.
     """
 
     def __init__(
@@ -94,11 +96,8 @@ class AdmissionWebhook(AdmissionRoutes):
                 self.routes = {route.path: route for route in routes}
         self.cache = cache
         self.pool = HandlerPool(max_workers)
-        # Handlers run on the request's thread (see _run_here): one token each, at most
-        # max_workers taken. SimpleQueue's get/put are C calls, cheaper than a Semaphore.
-        self._slots: queue.SimpleQueue[None] = queue.SimpleQueue()
-        for _ in range(max_workers):
-            self._slots.put(None)
+        # Each route runs at most its own max_concurrency (default max_workers) handlers.
+        self.slots = RouteSlots(max_workers)
 
     def close(self, timeout: float = 5.0) -> bool:
         return self.pool.close(timeout)
@@ -209,11 +208,10 @@ class AdmissionWebhook(AdmissionRoutes):
         late: LateAnswer | None,
     ) -> Any | AdmissionDenied | tuple[int, dict[str, Any]]:
         """The handler's result, its AdmissionDenied, or a ready (status, document) error."""
-        handler = route.handler
         try:
             if late is not None:
                 return self._run_here(route, request, deadline, late)
-            return self.pool.run(lambda: handler(request), deadline - time.monotonic())
+            return self._run_on_pool(route, request, deadline)
         except PoolClosed:
             return 503, {"message": "Admission webhook is shutting down"}
         except HandlerTimeout as timeout:
@@ -237,10 +235,9 @@ class AdmissionWebhook(AdmissionRoutes):
         deadline if it is still running, and its late result is then discarded."""
         if self.pool.closed:
             raise PoolClosed("The admission webhook is closing")
-        try:
-            self._slots.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise HandlerTimeout(abandoned=False) from None  # never started
+        path = route.path
+        if not self.slots.acquire(path, route.max_concurrency, deadline - time.monotonic()):
+            raise HandlerTimeout(abandoned=False)  # never started
 
         def fired() -> None:
             log.warning(
@@ -256,7 +253,7 @@ class AdmissionWebhook(AdmissionRoutes):
         except BaseException as failure:
             value, error = None, failure
         finally:
-            self._slots.put(None)
+            self.slots.release(path)
         if not timer.cancel():
             if error is not None:
                 log.info("An abandoned admission handler later failed: %r", error)
@@ -264,6 +261,29 @@ class AdmissionWebhook(AdmissionRoutes):
         if error is not None:
             raise error
         return value
+
+    def _run_on_pool(self, route: Route, request: AdmissionRequest[Any], deadline: float) -> Any:
+        """Run the handler on a pool thread (other WSGI servers), within the route's slots;
+        an abandoned handler keeps its slot until it returns."""
+        path, handler = route.path, route.handler
+        if not self.slots.acquire(path, route.max_concurrency, deadline - time.monotonic()):
+            raise HandlerTimeout(abandoned=False)
+
+        def call() -> Any:
+            try:
+                return handler(request)
+            finally:
+                self.slots.release(path)
+
+        try:
+            return self.pool.run(call, deadline - time.monotonic())
+        except HandlerTimeout as timeout:
+            if not timeout.abandoned:
+                self.slots.release(path)  # never started: call() will not release it
+            raise
+        except PoolClosed:
+            self.slots.release(path)
+            raise
 
 
 class _Cancellable(Protocol):

@@ -125,10 +125,11 @@ def assemble(
     if image is not None and definition.webhook is not None and not include_webhooks:
         raise ValueError("A Deployment for this operator requires its webhook TLS configuration")
 
+    secure_metrics = webhook is not None and webhook.secure_metrics
     permissions = infer_permissions(
         namespace=namespace,
         controllers=definition.controllers,
-        rules=definition.rules,
+        rules=[*definition.rules, *(_metrics_auth_rules() if secure_metrics else ())],
         crds=definition.crds,
         lease=definition.lease,
     )
@@ -137,6 +138,8 @@ def assemble(
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace)}
     )
     documents.extend(permissions.documents(name=name, namespace=namespace))
+    if secure_metrics:
+        documents.append(metrics_reader(name, namespace))
     if webhook is not None:
         check_label(webhook.tls_secret, "TLS Secret name")
         documents.append(service(name, namespace, webhook.service_port))
@@ -157,6 +160,27 @@ def assemble(
     if webhook is not None:
         documents.extend(_webhook_configurations(definition, webhook, ca_bundle))
     return documents
+
+
+def _metrics_auth_rules() -> list[Any]:
+    """What serving `/metrics` securely needs: creating TokenReviews and SubjectAccessReviews."""
+    from cloudcoil.models.kubernetes.authentication.v1 import TokenReview
+    from cloudcoil.models.kubernetes.authorization.v1 import SubjectAccessReview
+
+    from .settings import RBACRule
+
+    return [RBACRule(TokenReview, ("create",)), RBACRule(SubjectAccessReview, ("create",))]
+
+
+def metrics_reader(name: str, namespace: str) -> dict[str, Any]:
+    """The ClusterRole a scraper (e.g. Prometheus's ServiceAccount) is bound to, to read
+    `/metrics` (kubebuilder's `metrics-reader`); not bound to anyone here."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": f"{name}.{namespace}-metrics-reader"},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    }
 
 
 def _crd_name(item: tuple[type[Any], dict[str, Any]]) -> str:

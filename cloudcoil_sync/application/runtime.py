@@ -209,6 +209,7 @@ class _Components:
 
     def _start_webhook(self) -> None:
         from cloudcoil_sync.admission.metrics import InstrumentedAdmission
+        from cloudcoil_sync.admission.metrics_access import MetricsAccess
         from cloudcoil_sync.admission.server import WebhookHost
         from cloudcoil_sync.admission.webhook import AdmissionWebhook
 
@@ -216,6 +217,7 @@ class _Components:
         manager = state.manager
         cache = None if manager is None else manager.cached
         self.admission = AdmissionWebhook(app.admission_routes(self.config), cache=cache)
+        self.metrics.registry.register(self.admission.slots)  # per-route saturation
         host = WebhookHost.from_settings(
             InstrumentedAdmission(self.admission, self.admission.routes, self.metrics),
             app.webhook,
@@ -223,6 +225,10 @@ class _Components:
             ready=lambda: state.ready,
             controllers_ready=lambda: state.manager is not None and state.manager.ready,
             registry=self.metrics.registry,
+            max_request_body_size=self.admission.max_body_bytes,
+            metrics_access=MetricsAccess(self.config).decide
+            if app.webhook.secure_metrics
+            else None,
         )
         self.host = host
         host.start()

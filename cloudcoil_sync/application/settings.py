@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from cloudcoil.resources import Resource
 
+from cloudcoil_sync.admission.limits import ConnectionLimits
 from cloudcoil_sync.names import dns_label
 
-__all__ = ["RBACRule", "WebhookServer", "dns_label"]
+__all__ = ["ConnectionLimits", "RBACRule", "WebhookServer", "dns_label"]
 
 Scope = Literal["Namespaced", "Cluster"]
 
@@ -68,7 +69,12 @@ class WebhookServer:
 
     The certificate (mounted from Secret `tls_secret`) must cover
     `<app name>.<namespace>.svc`. `ca_bundle` holds public PEM certificates only,
-    for the webhook configurations; private keys never enter manifests.
+    for the webhook configurations; private keys never enter manifests. `limits`
+    (`ConnectionLimits`) bound what any one client can hold of the listener: connections
+    per address and in all, handshake, header, body-rate and keep-alive deadlines.
+    `secure_metrics` serves `/metrics` only to bearer tokens the API server authenticates
+    and authorizes for `get` on it (TokenReview + SubjectAccessReview, cached; the
+    generated RBAC grants both reviews and a `<name>.<namespace>-metrics-reader` ClusterRole).
     """
 
     ca_bundle: bytes = b""
@@ -80,6 +86,8 @@ class WebhookServer:
     service_port: int = 443
     startup_timeout: float = 30
     shutdown_timeout: float = 10
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    secure_metrics: bool = True
 
     def __post_init__(self) -> None:
         for port in (self.port, self.service_port):
@@ -93,5 +101,9 @@ class WebhookServer:
                 or timeout <= 0
             ):
                 raise ValueError("Webhook timeouts must be finite and positive")
+        if not isinstance(self.secure_metrics, bool):
+            raise TypeError("WebhookServer.secure_metrics must be True or False")
+        if not isinstance(self.limits, ConnectionLimits):
+            raise TypeError("WebhookServer.limits must be a ConnectionLimits")
         if not isinstance(self.ca_bundle, bytes):
             raise TypeError("WebhookServer.ca_bundle must be PEM bytes")

@@ -1,24 +1,32 @@
-"""Plain-HTTP health and metrics server: ``/healthz``, ``/readyz``, ``/metrics``, one thread.
+"""Plain-HTTP health and metrics server (``/healthz``, ``/readyz``, ``/controllers/readyz``,
+``/metrics``) served by waitress through its public API.
 
-A single selector loop serves every connection without blocking on any one of them: an idle
-or slow client only holds its own slot until its 5 s read deadline (answered 408). Requests
-are tiny, so one thread is plenty; the health and readiness callables must be quick (they run
-on that thread). Every answer closes its connection; nothing is cached by clients.
+`waitress.create_server` serves a small WSGI app on a socket bound here (its `sockets`
+adjustment), its loop on a thread of ours and its task threads (two) joined on stop. The
+health and readiness callables must be quick. Where waitress decides, this differs from the
+hand-written server it replaced: HTTP/1.1 connections are kept alive (a WSGI app cannot ask
+for `Connection: close`; kubelet probes close their own) and closed once idle for
+`read_timeout` (rounded up to whole seconds: waitress counts in seconds); a client that
+sends no complete request within `read_timeout` is closed
+without an answer (it was answered 408); over `max_connections` waitress stops accepting
+until a connection ends (new ones wait in the listen backlog instead of being closed); a
+malformed request line is answered 400 by waitress's parser.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import selectors
+import math
 import socket
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from http import HTTPStatus
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIEnvironment
 
 __all__ = ["HealthServer", "HealthServerError"]
 
@@ -27,32 +35,22 @@ logger = logging.getLogger(__name__)
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _TEXT = "text/plain; charset=utf-8"
 _HEADER_LIMIT = 8192
+_PATHS = ("/healthz", "/readyz", "/controllers/readyz", "/metrics")
 
 
 class HealthServerError(RuntimeError):
     """The health server could not start (typically: the address is in use)."""
 
 
-@dataclass
-class _Connection:
-    sock: socket.socket
-    deadline: float
-    inbound: bytearray = field(default_factory=bytearray)
-    outbound: bytes = b""
-    sent: int = 0
-    draining: bool = False
-
-    @property
-    def writing(self) -> bool:
-        return bool(self.outbound)
+Probe = Callable[[], bool]
 
 
 class HealthServer:
-    """Serve GET /healthz, /readyz and /metrics on plain HTTP, on its own thread.
+    """Serve GET /healthz, /readyz, /controllers/readyz and /metrics on plain HTTP.
 
     Defaults to loopback; bind host="0.0.0.0" for container probes. Port 0 picks a free port
-    (see :attr:`address` after :meth:`start`). Limits: 8 KiB of request headers (431), a 5 s
-    deadline to send them (408) and to read the answer, 128 connections at once.
+    (see :attr:`address` after :meth:`start`). Limits: 8 KiB of request headers (431), no
+    request body (413), `read_timeout` (5 s) to send a request, `max_connections` (128).
     """
 
     read_timeout = 5.0
@@ -65,14 +63,11 @@ class HealthServer:
             raise ValueError("port must be an integer between 0 and 65535")
         self.host = host
         self.port = port
-        self._listener: socket.socket | None = None
         self._address: tuple[str, int] | None = None
         self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
-        self._wake_r: socket.socket | None = None
-        self._wake_w: socket.socket | None = None
-        self._health: Callable[[], bool] = lambda: True
-        self._ready: Callable[[], bool] = lambda: True
+        self._server: Any = None
+        self._map: dict[int, Any] = {}
+        self._probes: dict[str, Probe] = {}
         self._registry: CollectorRegistry | None = None
         self._used = False
 
@@ -83,37 +78,65 @@ class HealthServer:
 
     def start(
         self,
-        health: Callable[[], bool],
-        ready: Callable[[], bool],
+        health: Probe,
+        ready: Probe,
         registry: CollectorRegistry | None = None,
+        *,
+        controllers_ready: Probe | None = None,
     ) -> None:
         """Bind (failure raises HealthServerError naming host:port) and serve on a thread."""
+        import waitress
+
         if self._used:
             raise RuntimeError("HealthServer instances can only run once")
         self._used = True
-        self._health, self._ready, self._registry = health, ready, registry
-        self._listener = self._bind()
-        host, port = self._listener.getsockname()[:2]
+        self._probes = {
+            "/healthz": health,
+            "/readyz": ready,
+            "/controllers/readyz": controllers_ready or _never,
+        }
+        self._registry = registry
+        listener = self._bind()
+        host, port = listener.getsockname()[:2]
+        self._server = waitress.create_server(
+            self._app,
+            map=self._map,
+            sockets=[listener],
+            threads=2,
+            connection_limit=self.max_connections + 2,  # it counts its listener and trigger
+            # Whole seconds (waitress's adjustments are integers), checked every second.
+            channel_timeout=max(1, math.ceil(self.read_timeout)),
+            cleanup_interval=1,
+            max_request_header_size=_HEADER_LIMIT,
+            max_request_body_size=1,  # any body at all is refused (413)
+            asyncore_use_poll=True,
+            expose_tracebacks=False,
+            clear_untrusted_proxy_headers=True,
+            ident="cloudcoil",
+        )
         self._address = (host, port)
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
         self._thread = threading.Thread(
-            target=self._serve, name=f"cloudcoil-health-{port}", daemon=True
+            target=self._server.run, name=f"cloudcoil-health-{port}", daemon=True
         )
         self._thread.start()
         logger.info("Health server listening on http://%s:%d", host, port)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving, close every connection and join the server thread."""
-        self._stopping.set()
-        if self._wake_w is not None:
-            with contextlib.suppress(OSError):
-                self._wake_w.send(b"x")
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                logger.warning("Health server thread did not stop within %.1f s", timeout)
+        """Stop serving: close the listener, let requests in flight finish (open connections
+        are closed after a second), join the loop and task threads."""
+        server, thread = self._server, self._thread
         self._address = None
+        if server is None or thread is None:
+            return
+        deadline = time.monotonic() + timeout
+        server.close()  # the listener; the loop ends once no connection is left
+        thread.join(min(1.0, timeout))
+        for dispatcher in list(self._map.values()):  # connections still open
+            dispatcher.close()
+        thread.join(max(0.0, deadline - time.monotonic()))
+        server.task_dispatcher.shutdown(timeout=max(0.1, deadline - time.monotonic()))
+        if thread.is_alive():
+            logger.warning("Health server thread did not stop within %.1f s", timeout)
 
     def _bind(self) -> socket.socket:
         where = f"{self.host}:{self.port}"
@@ -121,194 +144,59 @@ class HealthServer:
             infos = socket.getaddrinfo(
                 self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
             )
-            family = infos[0][0]
-            listener = socket.create_server(
-                (self.host, self.port), family=family, backlog=self.max_connections
+            return socket.create_server(
+                (self.host, self.port), family=infos[0][0], backlog=self.max_connections
             )
         except OSError as error:
             reason = error.strerror or str(error)
             raise HealthServerError(f"Health server cannot listen on {where}: {reason}") from error
-        listener.setblocking(False)
-        return listener
 
-    # -- the server thread -------------------------------------------------------------------
+    # -- the WSGI app (on waitress's task threads) -------------------------------------------
 
-    def _serve(self) -> None:
-        assert self._listener is not None and self._wake_r is not None
-        selector = selectors.DefaultSelector()
-        selector.register(self._listener, selectors.EVENT_READ, None)
-        selector.register(self._wake_r, selectors.EVENT_READ, None)
-        connections: dict[socket.socket, _Connection] = {}
-        try:
-            while not self._stopping.is_set():
-                now = time.monotonic()
-                nearest = min((c.deadline for c in connections.values()), default=now + 1.0)
-                events = selector.select(max(0.0, min(nearest - now, 1.0)))
-                for key, _ in events:
-                    if key.fileobj is self._listener:
-                        self._accept(selector, connections)
-                    elif key.fileobj is self._wake_r:
-                        with contextlib.suppress(OSError):
-                            self._wake_r.recv(64)
-                    else:
-                        sock = key.fileobj
-                        assert isinstance(sock, socket.socket)
-                        connection = connections.get(sock)
-                        if connection is not None:
-                            self._service(selector, connections, connection)
-                self._expire(selector, connections)
-        except Exception:
-            logger.exception("Health server failed")
-        finally:
-            for connection in list(connections.values()):
-                self._close(selector, connections, connection)
-            selector.close()
-            self._listener.close()
-            self._wake_r.close()
-            if self._wake_w is not None:
-                self._wake_w.close()
-
-    def _accept(
-        self, selector: selectors.BaseSelector, connections: dict[socket.socket, _Connection]
-    ) -> None:
-        while True:
-            try:
-                sock, _ = self._listener.accept()  # type: ignore[union-attr]
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as error:
-                logger.warning("Health server accept failed: %s", error)
-                return
-            if len(connections) >= self.max_connections:
-                sock.close()  # over the limit: refuse rather than queue
-                continue
-            sock.setblocking(False)
-            connection = _Connection(sock, time.monotonic() + self.read_timeout)
-            connections[sock] = connection
-            selector.register(sock, selectors.EVENT_READ, None)
-
-    def _service(
-        self,
-        selector: selectors.BaseSelector,
-        connections: dict[socket.socket, _Connection],
-        connection: _Connection,
-    ) -> None:
-        try:
-            if connection.writing and not connection.draining:
-                self._flush(selector, connections, connection)
-                return
-            data = connection.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self._close(selector, connections, connection)
-            return
-        if not data:
-            self._close(selector, connections, connection)
-            return
-        if connection.draining:
-            return  # discard what the client still sends after our answer
-        connection.inbound += data
-        end = connection.inbound.find(b"\r\n\r\n")
-        if end < 0 and len(connection.inbound) > _HEADER_LIMIT:
-            self._respond(selector, connections, connection, *_plain(431, "headers too large\n"))
-        elif end >= 0:
-            if end + 4 > _HEADER_LIMIT:
-                answer = _plain(431, "headers too large\n")
-            else:
-                answer = self._answer(bytes(connection.inbound[:end]))
-            self._respond(selector, connections, connection, *answer)
-
-    def _answer(self, head: bytes) -> tuple[int, bytes, str]:
-        request_line = head.split(b"\r\n", 1)[0]
-        parts = request_line.split(b" ")
-        if len(parts) != 3 or parts[2] not in (b"HTTP/1.0", b"HTTP/1.1") or not parts[0]:
-            return _plain(400, "bad request\n")
-        method, target = parts[0], parts[1].split(b"?", 1)[0]
-        if method != b"GET":
-            return _plain(405, "method not allowed\n")
-        if target not in (b"/healthz", b"/readyz", b"/metrics"):
-            return _plain(404, "not found\n")
-        if target == b"/metrics":
+    def _app(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path not in _PATHS:
+            return _answer(start_response, 404, b"not found\n")
+        if environ.get("REQUEST_METHOD") != "GET":
+            return _answer(start_response, 405, b"method not allowed\n", [("Allow", "GET")])
+        if path == "/metrics":
             body = generate_latest(self._registry) if self._registry is not None else b""
-            return 200, body, METRICS_CONTENT_TYPE
-        if target == b"/healthz":
-            return _plain(200, "ok\n") if self._check(self._health) else _plain(503, "unhealthy\n")
-        return _plain(200, "ok\n") if self._check(self._ready) else _plain(503, "not ready\n")
-
-    @staticmethod
-    def _check(probe: Callable[[], bool]) -> bool:
-        try:
-            return bool(probe())
-        except Exception:
-            logger.exception("Health probe failed")
-            return False
-
-    def _respond(
-        self,
-        selector: selectors.BaseSelector,
-        connections: dict[socket.socket, _Connection],
-        connection: _Connection,
-        code: int,
-        body: bytes,
-        content_type: str,
-    ) -> None:
-        status = HTTPStatus(code)
-        head = (
-            f"HTTP/1.1 {code} {status.phrase}\r\n"
-            f"Content-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\n"
-            "Connection: close\r\n"
-            "Cache-Control: no-store\r\n" + ("Allow: GET\r\n" if code == 405 else "") + "\r\n"
+            return _answer(start_response, 200, body, content_type=METRICS_CONTENT_TYPE)
+        if _check(self._probes[path]):
+            return _answer(start_response, 200, b"ok\n")
+        return _answer(
+            start_response, 503, b"unhealthy\n" if path == "/healthz" else b"not ready\n"
         )
-        connection.outbound = head.encode("ascii") + body
-        connection.deadline = time.monotonic() + self.read_timeout
-        selector.modify(connection.sock, selectors.EVENT_WRITE, None)
-        self._flush(selector, connections, connection)
-
-    def _flush(
-        self,
-        selector: selectors.BaseSelector,
-        connections: dict[socket.socket, _Connection],
-        connection: _Connection,
-    ) -> None:
-        try:
-            while connection.sent < len(connection.outbound):
-                connection.sent += connection.sock.send(connection.outbound[connection.sent :])
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self._close(selector, connections, connection)
-            return
-        # Half-close, then read until the client closes (bounded by the deadline): closing
-        # with unread input would reset the connection and could destroy our answer.
-        with contextlib.suppress(OSError):
-            connection.sock.shutdown(socket.SHUT_WR)
-        connection.draining = True
-        connection.deadline = min(connection.deadline, time.monotonic() + 1.0)
-        selector.modify(connection.sock, selectors.EVENT_READ, None)
-
-    def _expire(
-        self, selector: selectors.BaseSelector, connections: dict[socket.socket, _Connection]
-    ) -> None:
-        now = time.monotonic()
-        for connection in [c for c in connections.values() if c.deadline <= now]:
-            if connection.writing or connection.draining:
-                self._close(selector, connections, connection)
-            else:
-                self._respond(selector, connections, connection, *_plain(408, "request timeout\n"))
-
-    @staticmethod
-    def _close(
-        selector: selectors.BaseSelector,
-        connections: dict[socket.socket, _Connection],
-        connection: _Connection,
-    ) -> None:
-        connections.pop(connection.sock, None)
-        with contextlib.suppress(KeyError, ValueError):
-            selector.unregister(connection.sock)
-        connection.sock.close()
 
 
-def _plain(code: int, text: str) -> tuple[int, bytes, str]:
-    return code, text.encode("utf-8"), _TEXT
+def _never() -> bool:
+    return False
+
+
+def _check(probe: Probe) -> bool:
+    try:
+        return bool(probe())
+    except Exception:
+        logger.exception("Health probe failed")
+        return False
+
+
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
+def _answer(
+    start_response: StartResponse,
+    code: int,
+    body: bytes,
+    extra: list[tuple[str, str]] | None = None,
+    *,
+    content_type: str = _TEXT,
+) -> list[bytes]:
+    headers = [
+        ("Content-Type", content_type),
+        ("Content-Length", str(len(body))),
+        ("Cache-Control", "no-store"),
+        *(extra or []),
+    ]
+    start_response(f"{code} {_REASONS[code]}", headers)
+    return [body]

@@ -139,6 +139,17 @@ class Manager:
         )
 
     @property
+    def available(self) -> bool:
+        """What a HealthServer's /readyz reports: healthy and not stopping, and synced when
+        leading (or not electing). A healthy standby is available: leadership must never
+        gate Pod readiness, or a second replica (or a rolling update) never becomes Ready.
+        """
+        election = self.leader_election
+        if election is not None and not election.is_leader:
+            return self.healthy and not self._stopping
+        return self.ready
+
+    @property
     def informer_count(self) -> int:
         """Distinct informers this manager runs (0 on a standby)."""
         with self._lock:
@@ -227,7 +238,12 @@ class Manager:
                 self._lock.notify_all()
 
     def _start_health(self, health: HealthServer, stack: ExitStack) -> None:
-        health.start(lambda: self.healthy, lambda: self.ready, self.registry)
+        health.start(
+            lambda: self.healthy,
+            lambda: self.available,
+            self.registry,
+            controllers_ready=lambda: self.ready,
+        )
         stack.callback(health.stop)
 
     def _run_elected(self, election: LeaderElection, stop: threading.Event) -> None:

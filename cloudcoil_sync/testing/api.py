@@ -13,6 +13,7 @@ import yaml
 from ..client import codec
 from . import discovery, openapi, protobuf, tables
 from . import status as st
+from .access_reviews import REVIEWS, review
 from .crud import Req
 from .http import Exchange
 from .identity import SELF_ACCESS_REVIEWS, impersonated, self_access_review
@@ -261,6 +262,9 @@ def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
     objects = emu.objects
     if verb == "create" and req.rt.key == SELF_ACCESS_REVIEWS:  # answered, never stored
         ex.respond(201, dumps(self_access_review(emu.authorizer, req)))
+        return
+    if verb == "create" and req.rt.key in REVIEWS:  # answered, never stored
+        ex.respond(201, dumps(review(emu.authorizer, req)))
         return
     if req.subresource in ("scale", "token"):
         if req.subresource == "token" and verb != "create":

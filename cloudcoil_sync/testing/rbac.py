@@ -135,7 +135,7 @@ class Authorizer:
         return grants
 
     def grants(self, user: User) -> list[tuple[str | None, list[JSON]]]:
-        """(binding namespace, or None if cluster-wide; its role's rules) for ``user``."""
+        """(namespace or None for cluster-wide, rules) of every binding naming `user`."""
         return self._grants(user)
 
     def allowed(self, user: User, attrs: Attributes) -> bool:

@@ -6,15 +6,18 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cloudcoil_sync.admission.limits import ConnectionLimits
 from cloudcoil_sync.admission.server import WebhookHost
 
 from .certs import CertificateAuthority, ServingPair
 
+LIMITS = {field.name for field in fields(ConnectionLimits)}
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
@@ -81,6 +84,11 @@ def host_factory(serving: ServingPair) -> Iterator[Callable[..., WebhookHost]]:
         options.setdefault("reload_interval", 0.0)
         options.setdefault("certfile", str(serving.certfile))
         options.setdefault("keyfile", str(serving.keyfile))
+        limits = {name: options.pop(name) for name in LIMITS if name in options}
+        if limits:
+            cap = limits.get("max_connections", 256)
+            limits.setdefault("max_connections_per_client", min(cap, 64))
+            options["limits"] = ConnectionLimits(**limits)
         host = WebhookHost(
             app,
             host="127.0.0.1",

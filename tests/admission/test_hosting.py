@@ -227,25 +227,6 @@ def test_client_half_close_still_gets_its_answer(
     assert received.endswith(b'"size": 2}')
 
 
-def test_connection_limit_closes_new_connections(
-    host_factory: Factory, client_context: ssl.SSLContext
-) -> None:
-    host = host_factory(max_connections=2, handshake_timeout=30)
-    assert host.front is not None
-    first, second = raw_connect(host), raw_connect(host)
-    try:
-        with raw_connect(host) as third:
-            assert third.recv(10) == b""  # closed at once
-        assert host.front.rejected >= 1
-    finally:
-        first.close()
-        second.close()
-    deadline = time.monotonic() + 5
-    while host.front.active_connections and time.monotonic() < deadline:
-        threading.Event().wait(0.01)
-    assert get(host, client_context, "/after")[0] == 200
-
-
 def test_health_and_metrics_on_the_same_listener(
     host_factory: Factory, client_context: ssl.SSLContext
 ) -> None:
@@ -436,16 +417,24 @@ def test_waitress_is_imported_only_by_the_server_module() -> None:
 def test_host_from_application_settings(
     serving: ServingPair, client_context: ssl.SSLContext
 ) -> None:
+    from cloudcoil_sync.application import ConnectionLimits
     from cloudcoil_sync.application.settings import WebhookServer
 
-    settings = WebhookServer(certfile=str(serving.certfile), keyfile=str(serving.keyfile))
+    limits = ConnectionLimits(max_connections=10, max_connections_per_client=2)
+    settings = WebhookServer(
+        certfile=str(serving.certfile), keyfile=str(serving.keyfile), limits=limits
+    )
     host = WebhookHost.from_settings(lambda e, s: [], settings, ready=lambda: False)
-    assert (host.certfile, host.keyfile, host.host, host.port) == (
+    assert (host.certfile, host.keyfile, host.host, host.port, host.limits) == (
         str(serving.certfile),
         str(serving.keyfile),
         "0.0.0.0",
         9443,
+        limits,
     )
+    assert WebhookServer().limits == ConnectionLimits()
+    with pytest.raises(TypeError, match=r"WebhookServer\.limits must be a ConnectionLimits"):
+        WebhookServer(limits={"max_connections": 3})  # type: ignore[arg-type]
     assert host.stop(timeout=1)
 
 
@@ -483,9 +472,11 @@ def test_head_and_post_on_health_paths(
     connection.request("HEAD", "/healthz")
     response = connection.getresponse()
     assert response.status == 200 and response.read() == b""
-    connection.request("POST", "/readyz", body=b"{}")  # any method, as in 0.8
+    connection.request("POST", "/readyz")  # any method, as in 0.8, but never a body
     response = connection.getresponse()
     assert (response.status, response.read()) == (503, b"not ready\n")
+    connection.request("POST", "/readyz", body=b"{}")
+    assert connection.getresponse().status == 413
     connection.close()
 
 

@@ -34,5 +34,5 @@ def test_demo_runs_the_widget_operator_to_ready(tmp_path: Path) -> None:
     assert "denied: 403 Forbidden" in out and "exceeds the policy's 3" in out
     assert "== widget/hello is Ready after" in out
     # install's progress goes to stderr, as the CLI's does.
-    assert "installed 8 objects" in done.stderr
+    assert "installed 11 objects" in done.stderr  # + the secure-metrics RBAC
     assert "Traceback" not in done.stderr

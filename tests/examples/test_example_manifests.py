@@ -24,7 +24,9 @@ def rules(docs: list[dict[str, Any]]) -> Rules:
     for doc in docs:
         if doc["kind"] in ("Role", "ClusterRole"):
             for rule in doc["rules"]:
-                for group in rule["apiGroups"]:
+                for url in rule.get("nonResourceURLs", ()):  # the metrics-reader role
+                    found[("", url, ())] = rule["verbs"]
+                for group in rule.get("apiGroups", ()):
                     for resource in rule["resources"]:
                         key = (group, resource, tuple(rule.get("resourceNames", ())))
                         found[key] = rule["verbs"]

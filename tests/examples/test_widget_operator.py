@@ -30,8 +30,11 @@ def test_manifests_match_the_golden_example(monkeypatch: pytest.MonkeyPatch) -> 
     assert [d["kind"] for d in docs] == [
         "CustomResourceDefinition",
         "ServiceAccount",
+        "ClusterRole",  # creating the reviews secure /metrics needs
+        "ClusterRoleBinding",
         "Role",
         "RoleBinding",
+        "ClusterRole",  # metrics-reader, for a scraper
         "Service",
         "Deployment",
         "MutatingWebhookConfiguration",

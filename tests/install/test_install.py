@@ -25,8 +25,11 @@ HOOKS = "gadgets.operators.cloudcoil.io"
 INSTALL_ORDER = [
     f"customresourcedefinitions/{CRD}",
     "serviceaccounts/gadgets",
+    "clusterroles/gadgets.operators",  # the reviews secure /metrics needs
+    "clusterrolebindings/gadgets.operators",
     "roles/gadgets.operators",
     "rolebindings/gadgets.operators",
+    "clusterroles/gadgets.operators-metrics-reader",
     "services/gadgets",
     "operators/leases",  # POST: the Lease created released (first install only)
     "deployments/gadgets",
@@ -91,7 +94,7 @@ def test_full_install_applies_in_order_and_waits(
     timeline = Timeline(kube)
     results = install(app, image="gadgets:v1", config=config, progress=progress)
 
-    assert [r.action for r in results] == ["created"] * 8
+    assert [r.action for r in results] == ["created"] * 11
     assert writes(kube) == INSTALL_ORDER
     patches = [e for e in kube.request_log if e.method == "PATCH"]
     assert all(e.query.get("fieldManager") == MANAGER for e in patches)
@@ -123,7 +126,7 @@ def test_full_install_applies_in_order_and_waits(
         for line in lines.lines
     )
     assert lines.lines[-2] == "discovery refreshed"
-    assert lines.lines[-1].startswith("installed 8 objects in ")
+    assert lines.lines[-1].startswith("installed 11 objects in ")
     assert config.mapper.resolve(("install.cloudcoil.dev", "v1", "gadgets")).namespaced
 
 
@@ -162,10 +165,10 @@ def test_second_install_is_a_no_op(
     snapshot = stored(kube)
     lines.lines.clear()
     results = install(app, image="gadgets:v1", config=config, progress=progress)
-    assert [r.action for r in results] == ["unchanged"] * 8
+    assert [r.action for r in results] == ["unchanged"] * 11
     assert kube.store.resource_version == before
     assert stored(kube) == snapshot
-    assert lines.lines[-1] == "install: nothing to change, 8 objects up to date"
+    assert lines.lines[-1] == "install: nothing to change, 11 objects up to date"
 
 
 def take_replicas(kube: Emulator, replicas: int) -> None:
@@ -222,7 +225,7 @@ def test_timeout_names_what_was_pending_and_registers_no_webhooks(
         "timed out after 0.6 s waiting for Deployment operators/gadgets to be available "
         "(1/1 updated, 0/1 available)"
     ), message
-    assert "applied 6 of 8" in message
+    assert "applied 9 of 11" in message
     assert f"pending: MutatingWebhookConfiguration {HOOKS}, ValidatingWebhookConfiguration" in (
         message
     )
@@ -240,7 +243,7 @@ def test_dry_run_changes_nothing_and_reports_changes(
 ) -> None:
     before = kube.store.resource_version
     results = install(app, image="gadgets:v1", config=config, dry_run=True, progress=progress)
-    assert [r.action for r in results] == ["created"] * 9
+    assert [r.action for r in results] == ["created"] * 12
     assert any(
         r.dry_run_line().startswith("created Lease operators/gadgets: released") for r in results
     )
@@ -254,12 +257,12 @@ def test_dry_run_changes_nothing_and_reports_changes(
         app, image="gadgets:v2", replicas=2, config=config, dry_run=True, progress=progress
     )
     lines = [r.dry_run_line() for r in results]
-    assert lines[5] == (
+    assert lines[8] == (
         "changed Deployment operators/gadgets: .spec.replicas, "
         ".spec.template.spec.containers[name=operator].image"
     )
     assert lines[0] == f"unchanged CustomResourceDefinition {CRD}"
-    assert sum(line.startswith("unchanged") for line in lines) == 7
+    assert sum(line.startswith("unchanged") for line in lines) == 10
     assert kube.store.resource_version == before
 
 

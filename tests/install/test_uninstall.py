@@ -25,7 +25,10 @@ REMOVAL_ORDER = [
     f"validatingwebhookconfigurations/{HOOKS}",
     "deployments/gadgets",
     "services/gadgets",
+    "clusterrolebindings/gadgets.operators",  # the secure-metrics reviews
     "rolebindings/gadgets.operators",
+    "clusterroles/gadgets.operators",
+    "clusterroles/gadgets.operators-metrics-reader",
     "roles/gadgets.operators",
     "serviceaccounts/gadgets",
     "leases/gadgets",  # install created it; the replicas renewed it
@@ -58,7 +61,7 @@ def test_uninstall_removes_in_order_waiting_for_each_and_keeps_crds(
     objects = stored(kube)
     assert objects.pop("crd") is not None
     assert all(obj is None for obj in objects.values())
-    assert [r.action for r in results] == ["deleted"] * 8 + ["kept"]
+    assert [r.action for r in results] == ["deleted"] * 11 + ["kept"]
     assert f"kept CustomResourceDefinition {CRD}: CRDs are deleted only with --include-crds" in (
         lines.lines
     )
@@ -66,8 +69,8 @@ def test_uninstall_removes_in_order_waiting_for_each_and_keeps_crds(
 
     kube.clear_log()
     again = uninstall(app, config=config, progress=progress)
-    assert [r.action for r in again] == ["absent"] * 8 + ["kept"]
-    assert [m for m, _, _ in requests(kube)] == ["GET"] * 8
+    assert [r.action for r in again] == ["absent"] * 11 + ["kept"]
+    assert [m for m, _, _ in requests(kube)] == ["GET"] * 11
     assert lines.lines[-1].startswith("uninstall: nothing to remove")
 
 
@@ -119,7 +122,7 @@ def test_dry_run_deletes_nothing(
     assert kube.store.resource_version == before
     assert all(obj is not None for obj in stored(kube).values())
     deletes = [e for e in kube.request_log if e.method == "DELETE"]
-    assert len(deletes) == 9
+    assert len(deletes) == 12
     assert "would delete Lease operators/gadgets" in [r.dry_run_line() for r in results]
 
 
@@ -137,7 +140,7 @@ def test_timeout_names_the_object_still_terminating(
         "timed out after 0.5 s waiting for Deployment operators/gadgets to be gone "
         "(terminating (finalizers: example.com/hold"
     ), message
-    assert "removed 2 of 9" in message and "pending: Deployment operators/gadgets, Service" in (
+    assert "removed 2 of 12" in message and "pending: Deployment operators/gadgets, Service" in (
         message
     )
     assert kube.get_object("", "services", NAMESPACE, "gadgets") is not None

@@ -203,7 +203,7 @@ def webhook_definition(ca: bytes, **webhook: Any) -> Definition:
 
 
 def test_webhook_operator_order_service_tls_and_probes(ca_pair: tuple[bytes, bytes]) -> None:
-    documents = assemble(webhook_definition(ca_pair[0]), image="img")
+    documents = assemble(webhook_definition(ca_pair[0], secure_metrics=False), image="img")
     assert kinds(documents) == [
         "ServiceAccount",
         "Role",
@@ -239,6 +239,43 @@ def test_webhook_operator_order_service_tls_and_probes(ca_pair: tuple[bytes, byt
             "secretName": "widgets-tls",
             "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}],
         },
+    }
+
+
+def test_secure_metrics_rbac_is_generated_by_default(ca_pair: tuple[bytes, bytes]) -> None:
+    documents = assemble(webhook_definition(ca_pair[0]), image="img")
+    assert kinds(documents)[:8] == [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+    ]
+    operator_role, binding = documents[1], documents[2]
+    assert operator_role["metadata"] == {"name": "widgets.ops"}
+    assert operator_role["rules"] == [
+        {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"],
+            "verbs": ["create"],
+        },
+        {
+            "apiGroups": ["authorization.k8s.io"],
+            "resources": ["subjectaccessreviews"],
+            "verbs": ["create"],
+        },
+    ]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "widgets", "namespace": "ops"}
+    ]
+    assert documents[7] == {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "widgets.ops-metrics-reader"},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
     }
 
 

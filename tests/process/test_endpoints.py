@@ -18,15 +18,19 @@ from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import HealthServer, LeaderElection
 from cloudcoil_sync.controller.health import HealthServerError
+from cloudcoil_sync.testing import Emulator
 from cloudcoil_sync.testing.tls import default_ca
 
 from .apps import settings_app
 from .conftest import LEASES, StartApp, wait_until
 
 
-def get(connection: http.client.HTTPConnection, path: str) -> tuple[int, str]:
+def get(
+    connection: http.client.HTTPConnection, path: str, token: str | None = None
+) -> tuple[int, str]:
     try:
-        connection.request("GET", path)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        connection.request("GET", path, headers=headers)
         response = connection.getresponse()
         return response.status, response.read().decode()
     finally:
@@ -59,6 +63,7 @@ def test_health_server_follows_the_manager(kube_config: Config, running: StartAp
 
     assert probe("/healthz") == (200, "ok\n")
     assert probe("/readyz") == (200, "ok\n")
+    assert probe("/controllers/readyz") == (200, "ok\n")
     status, text = probe("/metrics")
     names = {family.name for family in text_string_to_metric_families(text)}
     assert status == 200 and {"cloudcoil_manager_ready", "workqueue_depth"} <= names
@@ -67,9 +72,12 @@ def test_health_server_follows_the_manager(kube_config: Config, running: StartAp
         socket.create_connection((host, port), timeout=2).close()
 
 
-def test_standby_health_server_is_alive_but_not_ready(
+def test_standby_health_server_is_ready_and_reports_leadership_apart(
     kube_config: Config, running: StartApp
 ) -> None:
+    # Issue 18, finding 5: a standby's /readyz (its readinessProbe) must be 200, or a
+    # second replica or a rolling update never becomes Ready; leadership is on
+    # /controllers/readyz.
     health = HealthServer(port=0)
     app = settings_app(
         config=kube_config, health=health, leader_election=held_elsewhere(kube_config)
@@ -79,7 +87,8 @@ def test_standby_health_server_is_alive_but_not_ready(
     assert not app.ready and health.address is not None
     host, port = health.address
     assert get(http.client.HTTPConnection(host, port, timeout=5), "/healthz") == (200, "ok\n")
-    status, _ = get(http.client.HTTPConnection(host, port, timeout=5), "/readyz")
+    assert get(http.client.HTTPConnection(host, port, timeout=5), "/readyz") == (200, "ok\n")
+    status, _ = get(http.client.HTTPConnection(host, port, timeout=5), "/controllers/readyz")
     assert status == 503
     status, text = get(http.client.HTTPConnection(host, port, timeout=5), "/metrics")
     samples = {
@@ -98,7 +107,7 @@ def free_port() -> int:
 
 
 def test_webhook_serves_on_a_standby(
-    kube_config: Config, running: StartApp, tmp_path: Path
+    kube_emulator: Emulator, kube_config: Config, running: StartApp, tmp_path: Path
 ) -> None:
     serving = default_ca().issue()
     certfile, keyfile = tmp_path / "tls.crt", tmp_path / "tls.key"
@@ -123,13 +132,15 @@ def test_webhook_serves_on_a_standby(
     assert app.healthy and not app.manager.ready and app.manager.informer_count == 0
     context = ssl.create_default_context(cadata=default_ca().cert_pem.decode())
 
-    def probe(path: str) -> tuple[int, str]:
-        return get(http.client.HTTPSConnection("127.0.0.1", port, context=context), path)
+    def probe(path: str, token: str | None = None) -> tuple[int, str]:
+        return get(http.client.HTTPSConnection("127.0.0.1", port, context=context), path, token)
 
     assert probe("/readyz") == (200, "ok\n")
     assert probe("/healthz") == (200, "ok\n")
     assert probe("/controllers/readyz") == (503, "not ready\n")
-    status, text = probe("/metrics")
+    # Secure metrics by default: only to a token the API server authorizes.
+    assert probe("/metrics") == (401, "Unauthorized\n")
+    status, text = probe("/metrics", kube_emulator.admin_token)
     assert status == 200 and "leader_election_master_status" in text
     assert run.close() is None
     assert not app.ready
@@ -178,7 +189,7 @@ def test_health_bind_failure_is_fatal(kube_config: Config) -> None:
 
 
 def test_leader_webhook_reads_the_informer_cache_and_reports_metrics(
-    kube_config: Config, running: StartApp, tmp_path: Path
+    kube_emulator: Emulator, kube_config: Config, running: StartApp, tmp_path: Path
 ) -> None:
     serving = default_ca().issue()
     certfile, keyfile = tmp_path / "tls.crt", tmp_path / "tls.key"
@@ -234,10 +245,22 @@ def test_leader_webhook_reads_the_informer_cache_and_reports_metrics(
     connection.close()
     assert response.status == 200 and answer["response"]["allowed"] is True
     assert len(seen) == 1 and isinstance(seen[0], ConfigMap) and seen[0].name == "present"
-    status, text = get(http.client.HTTPSConnection("127.0.0.1", port, context=context), "/metrics")
+    scrape = http.client.HTTPSConnection("127.0.0.1", port, context=context)
+    status, text = get(scrape, "/metrics", kube_emulator.admin_token)
     assert status == 200
     assert (
         'controller_runtime_webhook_requests_total{code="200",webhook="/validate/settings"} 1.0'
         in text
     )
+    # The route's own handler slots, and the body limit enforced before reading.
+    assert 'cloudcoil_webhook_handler_slots{webhook="/validate/settings"} 16.0' in text
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        tls.sendall(
+            b"POST /validate/settings HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 15728640\r\n\r\n{"
+        )
+        assert tls.recv(65536).startswith(b"HTTP/1.1 413 ")
     assert run.close() is None

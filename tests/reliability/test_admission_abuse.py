@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
+from cloudcoil_sync.admission.limits import ConnectionLimits
 from cloudcoil_sync.admission.request import AdmissionRequest
 from cloudcoil_sync.admission.routes import AdmissionRoutes
 from cloudcoil_sync.admission.server import WebhookHost
@@ -101,9 +102,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
         keyfile=str(tmp_path / "tls.key"),
         host="127.0.0.1",
         port=0,
-        max_connections=64,
-        handshake_timeout=3,
-        idle_timeout=10,
+        limits=ConnectionLimits(handshake_timeout=3, idle_timeout=10),
         reload_interval=0,
     )
     host.start()

@@ -15,6 +15,7 @@ from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace, Secret
 
 from cloudcoil_sync.admission import AdmissionDenied, AdmissionRequest, AdmissionWebhook
+from cloudcoil_sync.admission.limits import ConnectionLimits
 from cloudcoil_sync.admission.server import WebhookHost
 from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.client import BadRequest, Config, Forbidden, Invalid, ServerError
@@ -810,7 +811,7 @@ def test_connections_are_kept_alive_and_renewed_when_the_server_closed_them(
 ) -> None:
     webhook = AdmissionWebhook()
     webhook.mutating(ConfigMap, path=MUTATE)(recorded(calls, MUTATE, add_label))
-    host = start(webhook, idle_timeout=0.3)
+    host = start(webhook, limits=ConnectionLimits(idle_timeout=0.3))
     install(kube_emulator, webhook, ca.cert_pem, host)
     cms = configmaps(kube_emulator.config())
 

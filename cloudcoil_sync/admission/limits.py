@@ -1,0 +1,53 @@
+"""`ConnectionLimits`: how long and how many connections one admission client may hold.
+
+The defaults keep any single client (one address) from denying the webhook to others: a
+TLS handshake must finish within `handshake_timeout`; a request's headers must be complete
+`header_timeout` after its first byte; its body must then arrive at `min_body_rate` bytes/s
+on average (after `body_grace` seconds); a kept-alive connection idle for `idle_timeout`
+closes. One address holds at most `max_connections_per_client` of the `max_connections`.
+Over either limit, the connection that has sent nothing since it connected for the longest
+(at least `evictable_silence` seconds: a TLS client sends its ClientHello at once), else
+the one idle the longest between requests (at least `evictable_idle` seconds), makes room;
+when none can, the newcomer is answered 503 with `Retry-After: retry_after` once its
+handshake is done (at most `max_rejecting` at once; beyond that it is closed at once).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+__all__ = ["ConnectionLimits"]
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Limits of the admission TLS listener (see the module docstring)."""
+
+    max_connections: int = 256
+    max_connections_per_client: int = 64
+    handshake_timeout: float = 5.0
+    header_timeout: float = 10.0
+    min_body_rate: int = 64 * 1024
+    body_grace: float = 2.0
+    idle_timeout: float = 30.0
+    evictable_silence: float = 0.25
+    evictable_idle: float = 1.0
+    max_rejecting: int = 128
+    retry_after: int = 1
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if field.type == "int":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(f"Webhook {field.name} must be a positive integer")
+            elif (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ValueError(f"Webhook {field.name} must be a finite positive number")
+        if self.max_connections_per_client > self.max_connections:
+            raise ValueError("Webhook max_connections_per_client cannot exceed max_connections")
