@@ -15,17 +15,16 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
+from recordings import exchange, exchange_files
 
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import Client, configmap
 
-RECORDED = Path("/work/shared/kube-apiserver-1.32")
-FILES = sorted(p.name for p in RECORDED.glob("[0-9]*.json")) if RECORDED.exists() else []
+FILES = exchange_files()
 NS = "rec-7p0zo"
 CM = f"/api/v1/namespaces/{NS}/configmaps"
 VOLATILE = {
@@ -292,7 +291,7 @@ def _subset(r: Replay, expected: Any, actual: Any) -> None:
 
 @pytest.mark.parametrize("name", FILES)
 def test_recorded(replay: Replay, name: str) -> None:
-    record = json.loads((RECORDED / name).read_text())
+    record = exchange(name)
     case = CASES.get(name[:2], Case())
     if case.setup:
         case.setup(replay)
