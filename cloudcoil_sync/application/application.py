@@ -20,10 +20,11 @@ from cloudcoil_sync.controller.definition import Controller
 from cloudcoil_sync.controller.health import HealthServer
 from cloudcoil_sync.controller.leader import LeaderElection
 from cloudcoil_sync.crd import CRD
+from cloudcoil_sync.names import dns_label
 
 from . import composition
 from .lifecycle import Lifespans, LifespanScope
-from .settings import RBACRule, WebhookServer, dns_label
+from .settings import RBACRule, WebhookServer
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config

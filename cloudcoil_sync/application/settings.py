@@ -11,7 +11,7 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync.admission.limits import ConnectionLimits
 from cloudcoil_sync.names import dns_label
 
-__all__ = ["ConnectionLimits", "RBACRule", "WebhookServer", "dns_label"]
+__all__ = ["ConnectionLimits", "RBACRule", "WebhookServer"]
 
 Scope = Literal["Namespaced", "Cluster"]
 

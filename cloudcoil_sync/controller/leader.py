@@ -45,7 +45,6 @@ import json
 import logging
 import math
 import random
-import re
 import socket
 import threading
 import time
@@ -68,6 +67,7 @@ from cloudcoil_sync.client.errors import (
     TransportError,
 )
 from cloudcoil_sync.client.fence import WriteFence
+from cloudcoil_sync.names import is_dns_label, is_dns_subdomain
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -76,7 +76,6 @@ __all__ = ["LeaderElection", "LeadershipLost", "LeaseAPI", "LeaseObserver"]
 
 logger = logging.getLogger(__name__)
 
-_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
 _INT32_MAX = 2**31 - 1
 _RECORD_FIELDS = (
     "holderIdentity",
@@ -111,14 +110,7 @@ class LeaseAPI(Protocol):
 
 def _dns_name(value: Any, *, label: bool) -> str:
     """A DNS subdomain (Lease name) or a DNS label (namespace), else ValueError."""
-    limit = 63 if label else 253
-    if (
-        not isinstance(value, str)
-        or not value
-        or len(value) > limit
-        or (label and "." in value)
-        or any(len(part) > 63 or not _LABEL.fullmatch(part) for part in value.split("."))
-    ):
+    if not (is_dns_label(value) if label else is_dns_subdomain(value)):
         raise ValueError("Lease name and namespace must be valid Kubernetes DNS names")
     return value
 
