@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from .events import EventRecorder
 
-__all__ = ["Controller", "ControllerRuntime", "Owned", "Watched"]
+__all__ = ["AttachedRuntime", "Controller", "Owned", "Watched"]
 
 # Four, where cloudcoil 0.8 and controller-runtime have one: a pass waits milliseconds for
 # each API write on a real server, so one thread reconciles ~100 objects/s at best, less than
@@ -60,8 +60,8 @@ class Watched:
     mapper: Mapper
 
 
-class ControllerRuntime(Protocol):
-    """What the runtime attaches to a running controller."""
+class AttachedRuntime(Protocol):
+    """What a running controller sees of the `ControllerRuntime` that attached it."""
 
     @property
     def ready(self) -> bool: ...
@@ -189,7 +189,7 @@ class Controller(Generic[T]):
         self.admission = ScopedAdmission(self.registry.check)
         self.owned: tuple[Owned, ...] = ()
         self.watches: tuple[Watched, ...] = ()
-        self._runtime: ControllerRuntime | None = None
+        self._runtime: AttachedRuntime | None = None
         self.owns(*owns)
 
     # Handlers -----------------------------------------------------------------
@@ -357,7 +357,7 @@ class Controller(Generic[T]):
 
     # Runtime hooks --------------------------------------------------------------
 
-    def attach(self, runtime: ControllerRuntime) -> None:
+    def attach(self, runtime: AttachedRuntime) -> None:
         """Called by the runtime when it starts this (frozen) controller; once only."""
         if self._runtime is not None:
             raise RuntimeError("Controller instances can only run once")
@@ -365,7 +365,7 @@ class Controller(Generic[T]):
         self._runtime = runtime
 
     @property
-    def runtime(self) -> ControllerRuntime | None:
+    def runtime(self) -> AttachedRuntime | None:
         return self._runtime
 
     @property
