@@ -26,6 +26,7 @@ from cloudcoil_sync.callables import function_name, is_async, parameters
 from cloudcoil_sync.client.rest import lookup
 from cloudcoil_sync.crd.decorator import resource_options
 from cloudcoil_sync.names import is_dns1035_label, is_dns_subdomain
+from cloudcoil_sync.script_errors import install_for_script
 
 from .configurations import webhook_configurations
 from .decorators import FailurePolicy, Operation, admission_methods
@@ -246,6 +247,7 @@ class AdmissionRoutes:
     def __init__(
         self, *, config: Config | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     ) -> None:
+        install_for_script()
         if (
             isinstance(max_body_bytes, bool)
             or not isinstance(max_body_bytes, int)

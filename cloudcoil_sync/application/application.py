@@ -21,6 +21,7 @@ from cloudcoil_sync.controller.health import HealthServer
 from cloudcoil_sync.controller.leader import LeaderElection
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.names import dns_label
+from cloudcoil_sync.script_errors import install_for_script
 
 from . import composition
 from .lifecycle import Lifespans, LifespanScope
@@ -67,6 +68,7 @@ class Application:
         leader_election: LeaderElection | bool | None = None,
         health: HealthServer | None = None,
     ) -> None:
+        install_for_script()
         self.name = dns_label(name, "Application name")
         self.namespace = dns_label(resolve_namespace(namespace, config), "Application namespace")
         if config is not None and getattr(config, "namespace", None) != self.namespace:

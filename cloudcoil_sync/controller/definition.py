@@ -18,6 +18,7 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync.admission.routes import Route, ScopedAdmission
 from cloudcoil_sync.names import dns_label
+from cloudcoil_sync.script_errors import install_for_script
 
 from .registry import Registry
 from .reporting import PassRequest
@@ -137,6 +138,7 @@ class Controller(Generic[T]):
         status_updates: bool | None = None,
         event_flush_timeout: float = 2,
     ) -> None:
+        install_for_script()
         if not isinstance(resource, type) or not issubclass(resource, Resource):
             raise TypeError("Controller resource must be a Resource class")
         _check_settings(

@@ -68,6 +68,7 @@ from cloudcoil_sync.client.errors import (
 )
 from cloudcoil_sync.client.fence import WriteFence
 from cloudcoil_sync.names import is_dns_label, is_dns_subdomain
+from cloudcoil_sync.script_errors import install_for_script
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -264,6 +265,7 @@ class LeaderElection:
         config: Config | None = None,
         warm: bool = False,
     ) -> None:
+        install_for_script()
         self.name = _dns_name(name, label=False)
         if not isinstance(warm, bool):
             raise TypeError("warm must be True or False")

@@ -12,6 +12,7 @@ from cloudcoil.resources import Resource
 from pydantic.errors import PydanticInvalidForJsonSchema
 
 from cloudcoil_sync.names import is_dns1035_label, is_dns_label, is_dns_subdomain
+from cloudcoil_sync.script_errors import install_for_script
 
 from .decorator import Scope, resource_options
 from .markers import COLUMN_KEY, PrinterColumn, SchemaError
@@ -44,6 +45,7 @@ class CRD:
         status: bool | None = None,
         columns: Sequence[PrinterColumn] | None = None,
     ) -> None:
+        install_for_script()
         if not isinstance(resource, type) or not issubclass(resource, Resource):
             raise TypeError("resource must be a Resource subclass")
         declared = resource_options(resource)
