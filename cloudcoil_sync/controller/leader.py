@@ -57,6 +57,8 @@ from uuid import uuid4
 import requests
 from prometheus_client import CollectorRegistry, Gauge
 
+from cloudcoil_sync._compat.prometheus_client import registered
+from cloudcoil_sync._compat.urllib3 import response_socket
 from cloudcoil_sync.client.errors import (
     AlreadyExists,
     APIError,
@@ -228,7 +230,7 @@ def _master_status_gauge(registry: CollectorRegistry) -> Gauge:
                 )
             except ValueError:
                 # Already declared in this registry (e.g. by the operator's metrics): share it.
-                existing = getattr(registry, "_names_to_collectors", {}).get(_MASTER_STATUS)
+                existing = registered(registry, _MASTER_STATUS)
                 if not isinstance(existing, Gauge):
                     raise
                 gauge = existing
@@ -942,8 +944,7 @@ class _ClientLeaseAPI:
         with self._lock:
             self._interrupted = True
             response = self._watching
-        connection = getattr(getattr(response, "raw", None), "_connection", None)
-        sock = getattr(connection, "sock", None)
+        sock = response_socket(getattr(response, "raw", None))
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
