@@ -100,6 +100,8 @@ def child_cloudcoil(namespace: str, workers: int) -> None:
     from cloudcoil_sync.client import Config
 
     logs.configure("INFO", "text")
+    if os.environ.get("CC_BENCH_SWITCH"):  # an A/B knob: the GIL switch interval in seconds
+        sys.setswitchinterval(float(os.environ["CC_BENCH_SWITCH"]))
     config = Config.from_kubeconfig(None, None, namespace=namespace)
     # --leader-election: as the seed's example runs (a Lease per run's namespace, none yet).
     leader = os.environ.get("CC_BENCH_LEADER") == "1"

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from recordings import exchange
 
 from cloudcoil_sync.client import errors as e
-
-RECORDED = Path("/work/shared/kube-apiserver-1.32")
 
 
 @pytest.mark.parametrize(
@@ -26,10 +24,7 @@ RECORDED = Path("/work/shared/kube-apiserver-1.32")
     ],
 )
 def test_recorded_status_bodies(name: str, cls: type[e.APIError]) -> None:
-    path = RECORDED / name
-    if not path.exists():
-        pytest.skip("recording not available")
-    resp = json.loads(path.read_text())["response"]
+    resp = exchange(name)["response"]
     err = e.api_error(resp["status"], json.dumps(resp["body"]), method="GET", url="https://x/y")
     assert type(err) is cls
     assert err.status_code == resp["status"]
@@ -39,7 +34,7 @@ def test_recorded_status_bodies(name: str, cls: type[e.APIError]) -> None:
 
 
 def test_invalid_causes_and_names() -> None:
-    body = json.loads((RECORDED / "26-create-invalid-name-422.json").read_text())["response"]
+    body = exchange("26-create-invalid-name-422.json")["response"]
     err = e.api_error(422, body["body"])
     assert isinstance(err, e.Invalid)
     assert err.causes[0]["field"] == "metadata.name"

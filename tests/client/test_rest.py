@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import pkgutil
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,11 +13,10 @@ import pytest
 from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace
 from cloudcoil.resources import Resource
+from recordings import exchange
 
 from cloudcoil_sync.client import rest
 from cloudcoil_sync.client.rest import RESTMapping, UnknownKind, lookup, register
-
-RECORDED = Path("/work/shared/kube-apiserver-1.32")
 
 
 def _all_models() -> list[type[Resource]]:
@@ -52,10 +49,7 @@ def test_every_model_class_is_mapped() -> None:
 
 @pytest.mark.parametrize("name", ["03-discovery-api-v1.json", "04-discovery-apps-v1.json"])
 def test_matches_recorded_discovery(name: str) -> None:
-    path = RECORDED / name
-    if not path.exists():
-        pytest.skip("recorded discovery not available")
-    body = json.loads(path.read_text())["response"]["body"]
+    body = exchange(name)["response"]["body"]
     group, version = rest.split_api_version(body["groupVersion"])
     top = {r["name"]: r for r in body["resources"] if "/" not in r["name"]}
     subs: dict[str, set[str]] = {}

@@ -8,6 +8,7 @@ import pytest
 from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
+from cloudcoil_sync.admission.webhook import AdmissionWebhook
 from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Controller
@@ -280,12 +281,11 @@ def test_admission_table_passed_to_the_application():
 
 
 def test_serving_webhook_can_be_passed_as_admission():
-    webhook_module = pytest.importorskip("cloudcoil_sync.admission.webhook")
     from cloudcoil_sync.admission import AdmissionRoutes
 
     table = AdmissionRoutes()
     table.validating(Deployment, path="/validate/deployments")(noop)
-    served = webhook_module.AdmissionWebhook(table)
+    served = AdmissionWebhook(table)
     try:
         app = Application("ops", admission=served, webhook=WebhookServer())
         app.validate(ConfigMap, path="/validate/configmaps")(noop)

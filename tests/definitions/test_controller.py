@@ -49,7 +49,6 @@ def test_settings_are_validated(options, error, message):
 
 
 def test_events_must_be_bool_or_recorder():
-    pytest.importorskip("cloudcoil_sync.controller.events")
     with pytest.raises(TypeError, match="events must be a bool or EventRecorder"):
         Controller(ConfigMap, events="yes")  # type: ignore[arg-type]
     assert Controller(ConfigMap, events=False).events is False

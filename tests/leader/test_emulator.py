@@ -17,7 +17,7 @@ from cloudcoil_sync.client import Config, Forbidden
 from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.testing import Emulator
 
-from .harness import Recorder, Replica, describe
+from .harness import Interval, Recorder, Replica, describe
 from .proxy import FaultProxy
 
 SHORT: dict[str, Any] = {"lease_duration": 1, "renew_deadline": 0.6, "retry_period": 0.1}
@@ -230,17 +230,23 @@ class Cluster:
 
 
 KINDS = ["restart", "blackhole", "restart", "delete", "restart", "reset", "restart", "5xx"]
+FAULTS = ("blackhole", "reset", "5xx")  # the leader loses at its renew deadline
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("count", "rounds"), [(2, 50), (3, 50)])
+@pytest.mark.parametrize("count", [2, 3])
 def test_forced_handoffs_never_overlap(
-    kube_emulator: Emulator, kube_config: Config, count: int, rounds: int
+    kube_emulator: Emulator, kube_config: Config, count: int
 ) -> None:
+    # Two turns of KINDS force every kind twice; rounds go on (to at most 40) until every
+    # replica has led, so that no replica's terms are left unexercised by chance.
     kinds: Counter[str] = Counter()
+    faulted: list[Interval] = []
     with Cluster(kube_emulator, kube_config, count) as cluster:
         recorder = cluster.recorder
-        for round_ in range(rounds):
+        round_ = 0
+        while round_ < 2 * len(KINDS) or len({i.replica for i in recorder.intervals}) < count:
+            assert round_ < 40, f"replicas that led: {[i.replica for i in recorder.intervals]}"
             assert recorder.wait_for(lambda: recorder.current() is not None, 15)
             current = recorder.current()
             assert current is not None
@@ -248,18 +254,24 @@ def test_forced_handoffs_never_overlap(
             kind = KINDS[round_ % len(KINDS)]
             cluster.force(kind, current.replica)
             kinds[kind] += 1
+            if kind in FAULTS:
+                faulted.append(current)
             if not recorder.wait_new_leader(started, 15) or recorder.violations:
                 pytest.fail(f"after {kind}:\n{describe(cluster.replicas)}")
+            round_ += 1
     recorder.assert_never_overlapped()
     assert all(not replica.errors for replica in cluster.replicas)
+    assert min(kinds[kind] for kind in KINDS) >= 2
     terms = recorder.intervals
-    assert len(terms) > rounds
+    assert len(terms) > round_
     assert len({interval.replica for interval in terms}) == count
-    # Every handoff away from a faulted leader: its work was told to stop by its deadline.
-    for interval in terms:
-        if interval.lost_at is not None and interval.deadline_at_end is not None:
-            assert interval.stop_signalled is not None
-            assert interval.stop_signalled - interval.deadline_at_end < 0.3
+    # Every handoff away from a faulted leader: it declared the loss and told its work to stop
+    # (the work returned on the stop, before the next term: assert_never_overlapped). How soon
+    # after the deadline a loaded machine lets the work see the stop is not asserted.
+    assert len(faulted) >= 2 * len(FAULTS)
+    for interval in faulted:
+        assert interval.lost_at is not None and interval.deadline_at_end is not None
+        assert interval.stop_signalled is not None
 
 
 # Polling at this period, a standby would notice a release only after about 20 s: each check

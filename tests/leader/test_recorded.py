@@ -5,26 +5,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import responses
+from recordings import exchange
 
 from cloudcoil_sync.client import Config, Conflict
 from cloudcoil_sync.controller.leader import LeaderElection, _ClientLeaseAPI
 
-RECORDED = Path("/work/shared/kube-apiserver-1.32")
 SERVER = "https://kube.test"
 MICRO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
 def recorded(prefix: str) -> dict[str, Any]:
-    matches = sorted(RECORDED.glob(f"{prefix}-*.json"))
-    if not matches:
-        pytest.skip(f"recorded exchange {prefix} not available")
-    exchange: dict[str, Any] = json.loads(matches[0].read_text())
-    return exchange
+    return exchange(prefix)
 
 
 @pytest.fixture

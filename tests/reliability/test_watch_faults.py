@@ -3,11 +3,12 @@ with objects created, updated, recreated and deleted while the operator is not w
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from cloudcoil_sync.application import Application
-from cloudcoil_sync.client import Config
+from cloudcoil_sync.client import Config, NotFound
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import (
@@ -72,9 +73,11 @@ class Churn:
         self.delete(initial[2])  # has the finalizer: the operator must see the deletion
         self.unlabel(initial[3])
         # Deleted for good (its finalizer taken off by hand) and recreated under the same
-        # name: a new UID the operator must reconcile afresh.
-        self.api.merge_patch(initial[4], {"metadata": {"finalizers": None}})
+        # name: a new UID the operator must reconcile afresh. Deleted first, so that a running
+        # operator cannot put its finalizer back between the two requests.
         self.api.delete(initial[4])
+        with contextlib.suppress(NotFound):  # the operator may have finalized it already
+            self.api.merge_patch(initial[4], {"metadata": {"finalizers": None}})
         self.create(initial[4])
 
 

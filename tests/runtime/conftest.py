@@ -54,6 +54,7 @@ class Harness:
         self.metrics = OperatorMetrics()
         self.runtimes: list[ControllerRuntime] = []
         self.fatal: list[BaseException] = []
+        self.failed = threading.Event()  # set by the first fatal error a runtime reports
 
     def runtime(self, controller: Controller[Any], **options: Any) -> ControllerRuntime:
         options.setdefault("base_delay", 0.05)
@@ -63,11 +64,15 @@ class Harness:
             self.config,
             informers=self.pool,
             metrics=self.metrics,
-            on_fatal=self.fatal.append,
+            on_fatal=self._on_fatal,
             **options,
         )
         self.runtimes.append(runtime)
         return runtime
+
+    def _on_fatal(self, error: BaseException) -> None:
+        self.fatal.append(error)
+        self.failed.set()
 
     def run(self, controller: Controller[Any], **options: Any) -> ControllerRuntime:
         runtime = self.runtime(controller, **options)

@@ -106,8 +106,7 @@ def test_a_failing_mapper_is_fatal_for_the_controller(
 
     runtime = harness.run(controller, name="fatal")
     kube_config.client(Secret).raw.create({"metadata": {"name": "s"}})
-    calls = Calls()
-    assert calls.wait(lambda: runtime.fatal_error is not None)
+    assert harness.failed.wait(10)  # on_fatal runs once the runtime has recorded the error
     assert isinstance(runtime.fatal_error, LookupError)
     assert harness.fatal == [runtime.fatal_error]
     assert not runtime.ready
