@@ -2,7 +2,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint demo bench soak clean
+.PHONY: install test lint compat-oldest demo bench soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,14 @@ lint: install
 	$(BIN)/ruff format --check cloudcoil_sync tests examples bench
 	$(BIN)/mypy
 
+# The dependency internals in cloudcoil_sync/_compat against the oldest versions we support
+# (setup.cfg's lower bounds; urllib3's last 1.x line); `make test` covers the installed newest.
+OLDEST ?= requests==2.31.0 urllib3==1.26.20 prometheus-client==0.20.0
+compat-oldest:
+	$(PYTHON) -m venv $(VENV)-oldest
+	$(VENV)-oldest/bin/python -m pip install --quiet $(OLDEST) pytest hypothesis
+	PYTHONPATH=. $(VENV)-oldest/bin/python -m pytest -q -p no:cacheprovider -p no:cloudcoil_sync tests/compat
+
 demo: install
 	$(BIN)/python examples/demo.py
 
@@ -31,4 +39,4 @@ soak: install
 	$(BIN)/python bench/soak.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VENV)-oldest build *.egg-info

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from cloudcoil.resources import Resource
 
-__all__ = ["MutationBase", "diff", "json_patch", "mutation_patch", "pointer"]
+__all__ = ["MutationBase", "diff", "json_diff", "mutation_patch", "pointer"]
 
 Patch = list[dict[str, Any]]
 
@@ -72,7 +72,7 @@ def _strictly_same(a: Any, b: Any) -> bool:
     return True
 
 
-def json_patch(before: Any, after: Any) -> Patch:
+def json_diff(before: Any, after: Any) -> Patch:
     """RFC 6902 operations turning JSON value ``before`` into ``after``.
 
     Object members are compared recursively in sorted key order; any other difference

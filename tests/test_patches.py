@@ -1,4 +1,4 @@
-"""cloudcoil_sync.patches: json_patch, guarded diff and admission mutation_patch."""
+"""cloudcoil_sync.patches: json_diff, guarded diff and admission mutation_patch."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pydantic import Field, field_validator
 
 from cloudcoil_sync.crd import custom_resource
-from cloudcoil_sync.patches import MutationBase, diff, json_patch, mutation_patch, pointer
+from cloudcoil_sync.patches import MutationBase, diff, json_diff, mutation_patch, pointer
 
 # -- a tiny RFC 6902 applier, independent of the code under test ---------------------------
 
@@ -70,7 +70,7 @@ def apply_patch(document: Any, operations: list[dict[str, Any]]) -> Any:
     return document
 
 
-# -- json_patch ------------------------------------------------------------------------------
+# -- json_diff ------------------------------------------------------------------------------
 
 
 def test_pointer_escaping() -> None:
@@ -78,7 +78,7 @@ def test_pointer_escaping() -> None:
         "/metadata/labels/app.kubernetes.io~1name"
     )
     assert pointer("a~b", "c/~d") == "/a~0b/c~1~0d"
-    assert json_patch({}, {"a/b": 1, "m~n": 2}) == [
+    assert json_diff({}, {"a/b": 1, "m~n": 2}) == [
         {"op": "add", "path": "/a~1b", "value": 1},
         {"op": "add", "path": "/m~0n", "value": 2},
     ]
@@ -87,7 +87,7 @@ def test_pointer_escaping() -> None:
 def test_objects_recurse_in_sorted_order_and_arrays_are_replaced_whole() -> None:
     before = {"z": 1, "a": {"keep": 1, "drop": 2}, "list": [1, 2, 3]}
     after = {"z": 2, "a": {"keep": 1, "new": None}, "list": [1, 2]}
-    assert json_patch(before, after) == [
+    assert json_diff(before, after) == [
         {"op": "remove", "path": "/a/drop"},
         {"op": "add", "path": "/a/new", "value": None},
         {"op": "replace", "path": "/list", "value": [1, 2]},
@@ -96,34 +96,32 @@ def test_objects_recurse_in_sorted_order_and_arrays_are_replaced_whole() -> None
 
 
 def test_nulls_and_type_changes_are_explicit() -> None:
-    assert json_patch({"a": 1}, {"a": None}) == [{"op": "replace", "path": "/a", "value": None}]
-    assert json_patch({"a": 1}, {"a": True}) == [{"op": "replace", "path": "/a", "value": True}]
-    assert json_patch({"a": 1}, {"a": 1.0}) == [{"op": "replace", "path": "/a", "value": 1.0}]
-    assert json_patch({"a": {"b": 1}}, {"a": [1]}) == [
-        {"op": "replace", "path": "/a", "value": [1]}
-    ]
-    assert json_patch([1], {"a": 1}) == [{"op": "replace", "path": "", "value": {"a": 1}}]
+    assert json_diff({"a": 1}, {"a": None}) == [{"op": "replace", "path": "/a", "value": None}]
+    assert json_diff({"a": 1}, {"a": True}) == [{"op": "replace", "path": "/a", "value": True}]
+    assert json_diff({"a": 1}, {"a": 1.0}) == [{"op": "replace", "path": "/a", "value": 1.0}]
+    assert json_diff({"a": {"b": 1}}, {"a": [1]}) == [{"op": "replace", "path": "/a", "value": [1]}]
+    assert json_diff([1], {"a": 1}) == [{"op": "replace", "path": "", "value": {"a": 1}}]
 
 
 def test_number_types_inside_arrays_and_objects_are_compared_as_json() -> None:
     # Python calls these equal (1 == 1.0 == True, -0.0 == 0.0); their JSON differs.
     for old, new in [([1, 2], [1.0, 2]), ([{"x": 1}], [{"x": True}]), ([0.0], [-0.0])]:
-        assert json_patch({"a": old}, {"a": new}) == [{"op": "replace", "path": "/a", "value": new}]
-    assert json_patch({"a": {"b": [1]}}, {"a": {"b": [True]}}) == [
+        assert json_diff({"a": old}, {"a": new}) == [{"op": "replace", "path": "/a", "value": new}]
+    assert json_diff({"a": {"b": [1]}}, {"a": {"b": [True]}}) == [
         {"op": "replace", "path": "/a/b", "value": [True]}
     ]
-    assert json_patch({"a": {"b": 1, "c": [2.5]}}, {"a": {"c": [2.5], "b": 1}}) == []
+    assert json_diff({"a": {"b": 1, "c": [2.5]}}, {"a": {"c": [2.5], "b": 1}}) == []
 
 
 def test_unchanged_documents_need_no_patch() -> None:
     document = {"a": [{"b": 1, "c": [None]}], "d": "x"}
-    assert json_patch(document, copy.deepcopy(document)) == []
-    assert json_patch({"a": 1, "b": 2}, {"b": 2, "a": 1}) == []
+    assert json_diff(document, copy.deepcopy(document)) == []
+    assert json_diff({"a": 1, "b": 2}, {"b": 2, "a": 1}) == []
 
 
 def test_patch_values_are_copies() -> None:
     after = {"a": {"b": [1]}}
-    patch = json_patch({}, after)
+    patch = json_diff({}, after)
     after["a"]["b"].append(2)
     assert patch == [{"op": "add", "path": "/a", "value": {"b": [1]}}]
 
@@ -131,16 +129,16 @@ def test_patch_values_are_copies() -> None:
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_non_finite_numbers_are_rejected(bad: float) -> None:
     with pytest.raises(ValueError, match="JSON cannot represent"):
-        json_patch({}, {"a": [bad]})
+        json_diff({}, {"a": [bad]})
     with pytest.raises(ValueError, match="JSON cannot represent"):
-        json_patch({"a": bad}, {})
+        json_diff({"a": bad}, {})
 
 
 def test_non_json_values_are_rejected() -> None:
     with pytest.raises(TypeError, match="non-string object key"):
-        json_patch({}, {1: "a"})
+        json_diff({}, {1: "a"})
     with pytest.raises(TypeError, match="set"):
-        json_patch({}, {"a": {1}})
+        json_diff({}, {"a": {1}})
 
 
 json_values = st.recursive(
@@ -159,14 +157,14 @@ json_values = st.recursive(
 
 @given(json_values, json_values)
 def test_applying_the_patch_yields_after(before: Any, after: Any) -> None:
-    patch = json_patch(before, after)
+    patch = json_diff(before, after)
     assert all(operation["op"] in ("add", "remove", "replace") for operation in patch)
     assert _same_json(apply_patch(before, patch), after)
 
 
 @given(json_values)
 def test_identical_values_give_empty_patches(value: Any) -> None:
-    assert json_patch(value, copy.deepcopy(value)) == []
+    assert json_diff(value, copy.deepcopy(value)) == []
 
 
 # -- diff ------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from copy import deepcopy
 from typing import TYPE_CHECKING, Any
 
-from .names import dns_label, dns_subdomain
+from cloudcoil_sync.names import is_dns_label, is_dns_subdomain
 
 if TYPE_CHECKING:
     from .routes import GVKKey, Route
@@ -47,9 +47,9 @@ def webhook_configurations(
     operator namespace (`service_namespace`); none when any such controller watches
     all namespaces. Cluster and "*" routes never get a default selector.
     """
-    dns_subdomain(name)
-    dns_label(service_name)
-    dns_label(service_namespace)
+    _require(is_dns_subdomain(name), "subdomain", name)
+    _require(is_dns_label(service_name), "label", service_name)
+    _require(is_dns_label(service_namespace), "label", service_namespace)
     if name.endswith(".static.k8s.io"):
         raise ValueError("The .static.k8s.io suffix is reserved by Kubernetes")
     if not isinstance(ca_bundle, bytes) or b"-----BEGIN CERTIFICATE-----" not in ca_bundle:
@@ -106,6 +106,11 @@ def _default_selector(
     return namespace_selector(target for target in targets if target is not None)
 
 
+def _require(valid: bool, rule: str, value: object) -> None:
+    if not valid:
+        raise ValueError(f"Invalid DNS {rule}: {value!r}")
+
+
 def _webhook(
     route: Route,
     index: int,
@@ -116,7 +121,7 @@ def _webhook(
     controller_namespaces: Mapping[GVKKey, Iterable[str | None]] | None,
 ) -> dict[str, Any]:
     webhook_name = f"{route.kind}-{index}.{name}"
-    dns_subdomain(webhook_name)
+    _require(is_dns_subdomain(webhook_name), "subdomain", webhook_name)
     if webhook_name.count(".") < 2:
         raise ValueError("name must include a domain, such as widgets.example.com")
     group, version, _ = route.target_gvk

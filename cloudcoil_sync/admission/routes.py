@@ -25,10 +25,11 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync.callables import function_name, is_async, parameters
 from cloudcoil_sync.client.rest import lookup
 from cloudcoil_sync.crd.decorator import resource_options
+from cloudcoil_sync.names import is_dns1035_label, is_dns_subdomain
+from cloudcoil_sync.script_errors import install_for_script
 
 from .configurations import webhook_configurations
 from .decorators import FailurePolicy, Operation, admission_methods
-from .names import dns_label, dns_subdomain
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -40,8 +41,6 @@ __all__ = [
     "RouteTable",
     "ScopedAdmission",
     "api_metadata",
-    "dns_label",
-    "dns_subdomain",
     "webhook_configurations",
 ]
 
@@ -134,13 +133,11 @@ def _check_path(path: str, taken: Iterable[str]) -> None:
         raise ValueError(f"Webhook path {path!r} is the health endpoint")
     # Kubernetes validates each Service path segment as a DNS subdomain.
     for segment in path[1:].split("/"):
-        try:
-            dns_subdomain(segment)
-        except ValueError:
+        if not is_dns_subdomain(segment):
             raise ValueError(
                 f"Webhook path {path!r}: segment {segment!r} is not a DNS subdomain "
                 "(Kubernetes checks each segment)"
-            ) from None
+            )
 
 
 def build_route(
@@ -175,11 +172,7 @@ def build_route(
     if field is None or (field.serialization_alias or field.alias) != "apiVersion":
         raise ValueError("The resource api_version field needs Field(alias='apiVersion')")
     _check_path(path, taken)
-    if (
-        not isinstance(resource, str)
-        or len(resource) > 63
-        or not re.fullmatch(r"[a-z](?:[-a-z0-9]*[a-z0-9])?", resource)
-    ):
+    if not is_dns1035_label(resource):
         raise ValueError("resource must be the exact lowercase Kubernetes resource plural")
     if not isinstance(subresource, str) or (
         subresource and not re.fullmatch(r"[a-z][a-z0-9]*", subresource)
@@ -254,6 +247,7 @@ class AdmissionRoutes:
     def __init__(
         self, *, config: Config | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     ) -> None:
+        install_for_script()
         if (
             isinstance(max_body_bytes, bool)
             or not isinstance(max_body_bytes, int)

@@ -20,10 +20,12 @@ from cloudcoil_sync.controller.definition import Controller
 from cloudcoil_sync.controller.health import HealthServer
 from cloudcoil_sync.controller.leader import LeaderElection
 from cloudcoil_sync.crd import CRD
+from cloudcoil_sync.names import dns_label
+from cloudcoil_sync.script_errors import install_for_script
 
 from . import composition
 from .lifecycle import Lifespans, LifespanScope
-from .settings import RBACRule, WebhookServer, dns_label
+from .settings import RBACRule, WebhookServer
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -66,6 +68,7 @@ class Application:
         leader_election: LeaderElection | bool | None = None,
         health: HealthServer | None = None,
     ) -> None:
+        install_for_script()
         self.name = dns_label(name, "Application name")
         self.namespace = dns_label(resolve_namespace(namespace, config), "Application namespace")
         if config is not None and getattr(config, "namespace", None) != self.namespace:

@@ -28,6 +28,8 @@ from typing import Any, NoReturn, TypeVar
 import click
 from click.core import ParameterSource
 
+from cloudcoil_sync.script_errors import install_excepthook
+
 __all__ = [
     "COMMAND_MODULES",
     "DefinitionError",
@@ -385,6 +387,7 @@ def build_cli(app: Any) -> OperatorGroup:
 
 def main(app: Any, argv: Sequence[str] | None = None) -> None:
     """Parse ``argv`` (default ``sys.argv[1:]``) and run the command; exits non-zero on error."""
+    install_excepthook()  # definition errors raised from here on end as one line too
     # Models and definitions imported so far live as long as the process: move them out of
     # the collector's sight, so later collections (and the one at exit) do not rescan them.
     gc.freeze()

@@ -33,10 +33,10 @@ from cloudcoil_sync.client import (
 )
 
 from .progress import (
-    Deadline,
     InstallConflict,
     InstallError,
     InstallTimeout,
+    OperationDeadline,
     Progress,
     Steps,
     describe,
@@ -115,7 +115,12 @@ def install(
     cfg = cfg or load_config(app.namespace, timeout)
     try:
         installer = _Installer(
-            cfg, field_manager(app.name), Deadline(timeout), progress or Progress(), force, dry_run
+            cfg,
+            field_manager(app.name),
+            OperationDeadline(timeout),
+            progress or Progress(),
+            force,
+            dry_run,
         )
         election = getattr(app, "leader_election", None)
         lease = None
@@ -137,7 +142,7 @@ class _Installer(Steps):
         self,
         config: Config,
         manager: str,
-        deadline: Deadline,
+        deadline: OperationDeadline,
         progress: Progress,
         force: bool,
         dry_run: bool,

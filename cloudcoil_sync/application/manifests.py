@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from cloudcoil_sync.names import dns_label
+
 from .images import check_image, check_resources
-from .rbac import ControllerAccess, check_label, infer_permissions
+from .rbac import ControllerAccess, infer_permissions
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -109,8 +111,8 @@ def assemble(
     ``requests``/``limits`` replace the container's default resources (``DEFAULT_REQUESTS``,
     ``DEFAULT_LIMITS``); an empty mapping leaves that part out.
     """
-    name = check_label(definition.name, "Application name")
-    namespace = check_label(definition.namespace, "Application namespace")
+    name = dns_label(definition.name, "Application name")
+    namespace = dns_label(definition.namespace, "Application namespace")
     crd_names = [manifest["metadata"]["name"] for _, manifest in definition.crds]
     if len(set(crd_names)) != len(crd_names):
         raise ValueError(
@@ -141,7 +143,7 @@ def assemble(
     if secure_metrics:
         documents.append(metrics_reader(name, namespace))
     if webhook is not None:
-        check_label(webhook.tls_secret, "TLS Secret name")
+        dns_label(webhook.tls_secret, "TLS Secret name")
         documents.append(service(name, namespace, webhook.service_port))
     if image is not None:
         documents.append(

@@ -17,10 +17,10 @@ if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
 
 __all__ = [
-    "Deadline",
     "InstallConflict",
     "InstallError",
     "InstallTimeout",
+    "OperationDeadline",
     "Progress",
     "Steps",
     "describe",
@@ -84,7 +84,7 @@ class InstallConflict(InstallError):
         super().__init__(cause, **kw)
 
 
-class Deadline:
+class OperationDeadline:
     """A monotonic deadline for a whole operation."""
 
     def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
@@ -140,7 +140,12 @@ class Steps:
     verb = "applied"
 
     def __init__(
-        self, config: Config, manager: str, deadline: Deadline, progress: Progress, dry_run: bool
+        self,
+        config: Config,
+        manager: str,
+        deadline: OperationDeadline,
+        progress: Progress,
+        dry_run: bool,
     ) -> None:
         self.config = config
         self.manager = manager

@@ -28,14 +28,12 @@ __all__ = [
     "IdentityTable",
     "Permissions",
     "RuleAccess",
-    "check_label",
     "infer_permissions",
 ]
 
 Scope = Literal["Namespaced", "Cluster"]
 READ_VERBS = ("get", "list", "watch")
 RBAC_API = "rbac.authorization.k8s.io/v1"
-check_label = dns_label  # the name manifests and older callers use
 _EVENTS = ("events.k8s.io", "events")
 _LEASES = ("coordination.k8s.io", "leases")
 
@@ -296,7 +294,7 @@ def infer_permissions(
             raise ValueError("Cluster resources cannot have a namespaced RBACRule")
         target = None if access.all_namespaces else access.namespace or namespace
         if target is not None:
-            check_label(target, "RBAC namespace")
+            dns_label(target, "RBAC namespace")
         permissions.grant(
             api,
             access.verbs,
@@ -306,7 +304,7 @@ def infer_permissions(
         )
     if lease is not None:
         lease_name, lease_namespace = lease
-        lease_namespace = check_label(lease_namespace or namespace, "Leader election namespace")
+        lease_namespace = dns_label(lease_namespace or namespace, "Leader election namespace")
         leases = ApiIdentity(*_LEASES, "Namespaced")
         permissions.grant(leases, ("create",), lease_namespace)
         # watch: standbys wait on the Lease instead of polling it (a release wakes them).
@@ -320,7 +318,7 @@ def _controller_grants(
     primary = table.resolve(controller.resource)
     watched = controller.namespace
     if watched is not None:
-        check_label(watched, "Controller namespace")
+        dns_label(watched, "Controller namespace")
     permissions.grant(primary, (*READ_VERBS, "patch"), watched)
     if primary.status:
         permissions.grant(primary, ("patch",), watched, subresources=("status",))

@@ -10,8 +10,9 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync.admission.limits import ConnectionLimits
 from cloudcoil_sync.names import dns_label
+from cloudcoil_sync.script_errors import install_for_script
 
-__all__ = ["ConnectionLimits", "RBACRule", "WebhookServer", "dns_label"]
+__all__ = ["ConnectionLimits", "RBACRule", "WebhookServer"]
 
 Scope = Literal["Namespaced", "Cluster"]
 
@@ -36,6 +37,7 @@ class RBACRule:
     resource_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        install_for_script()
         if not isinstance(self.resource, type) or not issubclass(self.resource, Resource):
             raise TypeError("RBACRule.resource must be a Resource class")
         for name in ("verbs", "subresources", "resource_names"):
@@ -90,6 +92,7 @@ class WebhookServer:
     secure_metrics: bool = True
 
     def __post_init__(self) -> None:
+        install_for_script()
         for port in (self.port, self.service_port):
             if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
                 raise ValueError("Webhook ports must be integers between 1 and 65535")

@@ -24,8 +24,8 @@ import click
 from cloudcoil_sync.client import ClientError, Config, NotFound, UnknownKind
 
 from .progress import (
-    Deadline,
     InstallTimeout,
+    OperationDeadline,
     Progress,
     Steps,
     describe,
@@ -115,7 +115,11 @@ def uninstall(
     cfg = cfg or load_config(app.namespace, timeout)
     try:
         remover = _Remover(
-            cfg, field_manager(app.name), Deadline(timeout), progress or Progress(), dry_run
+            cfg,
+            field_manager(app.name),
+            OperationDeadline(timeout),
+            progress or Progress(),
+            dry_run,
         )
         return remover.run(documents, include_crds)
     finally:

@@ -25,6 +25,8 @@ import requests.utils
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
 from urllib3.util.ssl_ import create_urllib3_context
 
+from cloudcoil_sync._compat.requests import set_cookie_jar
+from cloudcoil_sync._compat.urllib3 import connection_pools
 from cloudcoil_sync.client import codec, fence
 from cloudcoil_sync.client.auth import Auth
 from cloudcoil_sync.client.errors import APITimeout, TransportError, api_error
@@ -389,7 +391,7 @@ class Transport:
         merged = requests.structures.CaseInsensitiveDict(self._base_headers)
         merged.update(headers)
         prep.headers = merged
-        prep._cookies = requests.cookies.RequestsCookieJar()  # type: ignore[attr-defined]
+        set_cookie_jar(prep, requests.cookies.RequestsCookieJar())
         prep.body = data
         prep.prepare_content_length(data)
         prep.hooks = requests.hooks.default_hooks()
@@ -429,7 +431,7 @@ class Transport:
 
     def pool_stats(self) -> dict[str, int]:
         """New connections opened and requests sent, summed over the connection pools."""
-        pools = list(self._adapter.poolmanager.pools._container.values())
+        pools = connection_pools(self._adapter.poolmanager)
         return {
             "connections": sum(p.num_connections for p in pools),
             "requests": sum(p.num_requests for p in pools),

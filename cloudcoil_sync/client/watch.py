@@ -18,6 +18,7 @@ from typing import Any
 
 import requests
 
+from cloudcoil_sync._compat.urllib3 import response_socket
 from cloudcoil_sync.client import codec
 from cloudcoil_sync.client.errors import TransportError, WatchStreamError, api_error
 from cloudcoil_sync.client.transport import Transport, map_transport_error
@@ -37,16 +38,6 @@ class WatchEvent:
     @property
     def resource_version(self) -> str | None:
         return (self.object.get("metadata") or {}).get("resourceVersion")
-
-
-def _socket_of(resp: requests.Response) -> socket.socket | None:
-    raw = resp.raw
-    conn = getattr(raw, "_connection", None) or getattr(raw, "connection", None)
-    sock = getattr(conn, "sock", None)
-    if sock is None:
-        fp = getattr(getattr(raw, "_fp", None), "fp", None)
-        sock = getattr(getattr(fp, "raw", None), "_sock", None)
-    return sock if isinstance(sock, socket.socket) else None
 
 
 class Watch(Iterator[WatchEvent]):
@@ -145,7 +136,7 @@ class Watch(Iterator[WatchEvent]):
         if self._closed.is_set():
             return
         self._closed.set()
-        sock = _socket_of(self._resp)
+        sock = response_socket(self._resp.raw)
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)

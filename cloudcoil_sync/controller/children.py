@@ -21,7 +21,7 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync.client.errors import Conflict, NotFound
 from cloudcoil_sync.controller.types import TerminalError
-from cloudcoil_sync.patches import json_patch
+from cloudcoil_sync.patches import json_diff
 
 if TYPE_CHECKING:
     from .context import Request
@@ -120,7 +120,7 @@ def ensure_child(request: Request[Any], desired: U) -> U:
     if live_meta.get("deletionTimestamp"):
         raise RuntimeError(f"{kind.__name__} {name} is being deleted; ensuring it again later")
     merged = _merge(live, body)
-    operations = json_patch(live, merged)
+    operations = json_diff(live, merged)
     if not operations:
         unchanged: U = kind.model_validate(live)
         return unchanged

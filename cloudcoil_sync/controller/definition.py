@@ -18,6 +18,7 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync.admission.routes import Route, ScopedAdmission
 from cloudcoil_sync.names import dns_label
+from cloudcoil_sync.script_errors import install_for_script
 
 from .registry import Registry
 from .reporting import PassRequest
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from .events import EventRecorder
 
-__all__ = ["Controller", "ControllerRuntime", "Owned", "Watched"]
+__all__ = ["AttachedRuntime", "Controller", "Owned", "Watched"]
 
 # Four, where cloudcoil 0.8 and controller-runtime have one: a pass waits milliseconds for
 # each API write on a real server, so one thread reconciles ~100 objects/s at best, less than
@@ -60,8 +61,8 @@ class Watched:
     mapper: Mapper
 
 
-class ControllerRuntime(Protocol):
-    """What the runtime attaches to a running controller."""
+class AttachedRuntime(Protocol):
+    """What a running controller sees of the `ControllerRuntime` that attached it."""
 
     @property
     def ready(self) -> bool: ...
@@ -137,6 +138,7 @@ class Controller(Generic[T]):
         status_updates: bool | None = None,
         event_flush_timeout: float = 2,
     ) -> None:
+        install_for_script()
         if not isinstance(resource, type) or not issubclass(resource, Resource):
             raise TypeError("Controller resource must be a Resource class")
         _check_settings(
@@ -189,7 +191,7 @@ class Controller(Generic[T]):
         self.admission = ScopedAdmission(self.registry.check)
         self.owned: tuple[Owned, ...] = ()
         self.watches: tuple[Watched, ...] = ()
-        self._runtime: ControllerRuntime | None = None
+        self._runtime: AttachedRuntime | None = None
         self.owns(*owns)
 
     # Handlers -----------------------------------------------------------------
@@ -357,7 +359,7 @@ class Controller(Generic[T]):
 
     # Runtime hooks --------------------------------------------------------------
 
-    def attach(self, runtime: ControllerRuntime) -> None:
+    def attach(self, runtime: AttachedRuntime) -> None:
         """Called by the runtime when it starts this (frozen) controller; once only."""
         if self._runtime is not None:
             raise RuntimeError("Controller instances can only run once")
@@ -365,7 +367,7 @@ class Controller(Generic[T]):
         self._runtime = runtime
 
     @property
-    def runtime(self) -> ControllerRuntime | None:
+    def runtime(self) -> AttachedRuntime | None:
         return self._runtime
 
     @property

@@ -45,7 +45,6 @@ import json
 import logging
 import math
 import random
-import re
 import socket
 import threading
 import time
@@ -58,6 +57,8 @@ from uuid import uuid4
 import requests
 from prometheus_client import CollectorRegistry, Gauge
 
+from cloudcoil_sync._compat.prometheus_client import registered
+from cloudcoil_sync._compat.urllib3 import response_socket
 from cloudcoil_sync.client.errors import (
     AlreadyExists,
     APIError,
@@ -68,6 +69,8 @@ from cloudcoil_sync.client.errors import (
     TransportError,
 )
 from cloudcoil_sync.client.fence import WriteFence
+from cloudcoil_sync.names import is_dns_label, is_dns_subdomain
+from cloudcoil_sync.script_errors import install_for_script
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -76,7 +79,6 @@ __all__ = ["LeaderElection", "LeadershipLost", "LeaseAPI", "LeaseObserver"]
 
 logger = logging.getLogger(__name__)
 
-_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
 _INT32_MAX = 2**31 - 1
 _RECORD_FIELDS = (
     "holderIdentity",
@@ -111,14 +113,7 @@ class LeaseAPI(Protocol):
 
 def _dns_name(value: Any, *, label: bool) -> str:
     """A DNS subdomain (Lease name) or a DNS label (namespace), else ValueError."""
-    limit = 63 if label else 253
-    if (
-        not isinstance(value, str)
-        or not value
-        or len(value) > limit
-        or (label and "." in value)
-        or any(len(part) > 63 or not _LABEL.fullmatch(part) for part in value.split("."))
-    ):
+    if not (is_dns_label(value) if label else is_dns_subdomain(value)):
         raise ValueError("Lease name and namespace must be valid Kubernetes DNS names")
     return value
 
@@ -235,7 +230,7 @@ def _master_status_gauge(registry: CollectorRegistry) -> Gauge:
                 )
             except ValueError:
                 # Already declared in this registry (e.g. by the operator's metrics): share it.
-                existing = getattr(registry, "_names_to_collectors", {}).get(_MASTER_STATUS)
+                existing = registered(registry, _MASTER_STATUS)
                 if not isinstance(existing, Gauge):
                     raise
                 gauge = existing
@@ -272,6 +267,7 @@ class LeaderElection:
         config: Config | None = None,
         warm: bool = False,
     ) -> None:
+        install_for_script()
         self.name = _dns_name(name, label=False)
         if not isinstance(warm, bool):
             raise TypeError("warm must be True or False")
@@ -948,8 +944,7 @@ class _ClientLeaseAPI:
         with self._lock:
             self._interrupted = True
             response = self._watching
-        connection = getattr(getattr(response, "raw", None), "_connection", None)
-        sock = getattr(connection, "sock", None)
+        sock = response_socket(getattr(response, "raw", None))
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)

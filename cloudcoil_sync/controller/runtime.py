@@ -60,7 +60,7 @@ from cloudcoil_sync.controller.triggers import (
     status_only_change,
 )
 from cloudcoil_sync.controller.types import ResourceKey, Result, Wait
-from cloudcoil_sync.controller.worker import PassTimedOut, Reconciler, WorkerPool
+from cloudcoil_sync.controller.worker import PassRunner, PassTimedOut, WorkerPool
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -239,7 +239,7 @@ class ControllerRuntime:
             dependency.add_handler(on_add=handler, on_update=handler, on_delete=handler)
         self._pruned = controller.pruned
         self.recorder = self._recorder(controller.events)
-        self.reconciler: Reconciler[Any] = Reconciler(
+        self.pass_runner: PassRunner[Any] = PassRunner(
             kind,
             self._handle,
             queue=self.queue,
@@ -250,7 +250,7 @@ class ControllerRuntime:
             hooks=self,
         )
         self.workers = WorkerPool(
-            self.reconciler,
+            self.pass_runner,
             self.queue,
             workers=controller.workers,
             reconcile_timeout=controller.reconcile_timeout,
@@ -517,7 +517,7 @@ class ControllerRuntime:
 
     @property
     def status(self) -> ControllerStatus:
-        counts, seconds, _ = self.reconciler.stats()
+        counts, seconds, _ = self.pass_runner.stats()
         return ControllerStatus(
             ready=self.ready,
             queued=self.queue.depth,

@@ -39,7 +39,7 @@ from cloudcoil_sync.controller.store import encode
 from cloudcoil_sync.controller.term import PassRefused
 from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
 
-__all__ = ["Handler", "Outcome", "PassHooks", "Reconciler", "WorkerPool"]
+__all__ = ["Handler", "Outcome", "PassHooks", "PassRunner", "WorkerPool"]
 
 T = TypeVar("T", bound=Resource)
 JSON = dict[str, Any]
@@ -89,7 +89,7 @@ class Outcome:
 
 
 @dataclass
-class Deadline:
+class PassDeadline:
     """Set by the pool's watchdog when a pass outlives `reconcile_timeout`.
 
     `abandoned` and `finished` change under the pool's lock: exactly one of the watchdog
@@ -108,7 +108,7 @@ class PassTimedOut(TimeoutError):
     """The pass outlived `reconcile_timeout`; whatever it returned was not written."""
 
 
-class Reconciler(Generic[T]):
+class PassRunner(Generic[T]):
     """Run passes for one controller's primary kind."""
 
     def __init__(
@@ -139,7 +139,7 @@ class Reconciler(Generic[T]):
         self.duration = 0.0
         self.writes = 0
 
-    def process(self, key: ResourceKey, deadline: Deadline | None = None) -> Outcome:
+    def process(self, key: ResourceKey, deadline: PassDeadline | None = None) -> Outcome:
         """One pass for `key` (the caller holds it from `get` and calls `done`)."""
         started = time.monotonic()
         found = self._lookup(key)
@@ -192,7 +192,7 @@ class Reconciler(Generic[T]):
     # -- the pass ----------------------------------------------------------------------------
 
     def _run(
-        self, key: ResourceKey, snapshot: T | None, working: T | None, deadline: Deadline | None
+        self, key: ResourceKey, snapshot: T | None, working: T | None, deadline: PassDeadline | None
     ) -> Outcome:
         try:
             value = self._handler(key, working)
@@ -231,7 +231,7 @@ class Reconciler(Generic[T]):
         raise TypeError("Reconcile must return its resource, Result, Wait, or None")
 
     def _write(
-        self, key: ResourceKey, snapshot: T, desired: Resource, deadline: Deadline | None
+        self, key: ResourceKey, snapshot: T, desired: Resource, deadline: PassDeadline | None
     ) -> bool:
         _check_deadline(deadline)
         client = self._client(key)
@@ -349,17 +349,17 @@ def _describe(outcome: Outcome, seconds: float, absent: bool) -> str:
     return text
 
 
-def _check_deadline(deadline: Deadline | None) -> None:
+def _check_deadline(deadline: PassDeadline | None) -> None:
     if deadline is not None and deadline.expired.is_set():
         raise PassTimedOut("The reconcile pass outlived reconcile_timeout")
 
 
 class WorkerPool:
-    """`workers` threads taking keys from `queue` and running `reconciler.process`."""
+    """`workers` threads taking keys from `queue` and running `runner.process`."""
 
     def __init__(
         self,
-        reconciler: Reconciler[Any],
+        runner: PassRunner[Any],
         queue: WorkQueue[ResourceKey],
         *,
         workers: int,
@@ -369,16 +369,16 @@ class WorkerPool:
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be a positive integer")
-        self._reconciler = reconciler
+        self._runner = runner
         self._queue = queue
         self._workers = workers
         self._timeout = reconcile_timeout
         self._metrics = metrics
         self._fence = fence  # the term's: parent of every pass's fence
-        self._name = reconciler.name
+        self._name = runner.name
         self._lock = threading.Condition()
         self._threads: set[threading.Thread] = set()
-        self._active: dict[threading.Thread, Deadline] = {}
+        self._active: dict[threading.Thread, PassDeadline] = {}
         self._retired: set[threading.Thread] = set()
         self._releasing: set[threading.Thread] = set()
         self._stopping = False
@@ -461,13 +461,13 @@ class WorkerPool:
                 except QueueClosed:
                     return
                 fence = WriteFence(reason=_ABANDONED, parent=self._fence)
-                deadline = Deadline(time.monotonic(), key=key, fence=fence)
+                deadline = PassDeadline(time.monotonic(), key=key, fence=fence)
                 self._begin(me, deadline)
                 if self._metrics is not None:
                     self._metrics.worker_started()
                 try:
                     with fenced(deadline.fence):
-                        self._reconciler.process(key, deadline)
+                        self._runner.process(key, deadline)
                 except BaseException:
                     logging.getLogger(f"cloudcoil_sync.controller.{self._name}").exception(
                         "Unexpected failure processing %s", key
@@ -497,14 +497,14 @@ class WorkerPool:
             self._retired.discard(me)
             return False
 
-    def _begin(self, me: threading.Thread, deadline: Deadline) -> None:
+    def _begin(self, me: threading.Thread, deadline: PassDeadline) -> None:
         if self._timeout is None:
             return
         with self._lock:
             self._active[me] = deadline
             self._lock.notify_all()
 
-    def _finish(self, me: threading.Thread, deadline: Deadline) -> bool:
+    def _finish(self, me: threading.Thread, deadline: PassDeadline) -> bool:
         """Mark the pass finished; False if the watchdog abandoned it first."""
         if self._timeout is None:
             return True
@@ -515,14 +515,14 @@ class WorkerPool:
             self._active.pop(me, None)
             return True
 
-    def _release(self, deadline: Deadline) -> None:
+    def _release(self, deadline: PassDeadline) -> None:
         """Release an abandoned pass's key once no write of it is on the wire."""
         try:
             if not deadline.fence.close(WRITE_GRACE):
                 logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
                     "A write of the abandoned pass of %s is still in flight", deadline.key
                 )
-            self._reconciler.abandon(deadline.key, time.monotonic() - deadline.started)
+            self._runner.abandon(deadline.key, time.monotonic() - deadline.started)
             self._queue.done(deadline.key)
             if self._metrics is not None:
                 self._metrics.worker_finished()
@@ -531,7 +531,7 @@ class WorkerPool:
                 self._releasing.discard(threading.current_thread())
                 self._lock.notify_all()
 
-    def _start_release(self, deadline: Deadline) -> None:
+    def _start_release(self, deadline: PassDeadline) -> None:
         # Its own thread: closing the fence may wait for a write on the wire (WRITE_GRACE).
         releaser = threading.Thread(
             target=self._release, args=(deadline,), name=f"{self._name}-release", daemon=True

@@ -11,14 +11,15 @@ import yaml
 from cloudcoil.resources import Resource
 from pydantic.errors import PydanticInvalidForJsonSchema
 
+from cloudcoil_sync.names import is_dns1035_label, is_dns_label, is_dns_subdomain
+from cloudcoil_sync.script_errors import install_for_script
+
 from .decorator import Scope, resource_options
 from .markers import COLUMN_KEY, PrinterColumn, SchemaError
 from .schema import check_models, structural_schema
 
 __all__ = ["CRD"]
 
-_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?\Z")
-_NAME = re.compile(r"[a-z](?:[-a-z0-9]*[a-z0-9])?\Z")
 _KIND = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
 _AGE = PrinterColumn(name="Age", json_path=".metadata.creationTimestamp", type="date")
 
@@ -44,6 +45,7 @@ class CRD:
         status: bool | None = None,
         columns: Sequence[PrinterColumn] | None = None,
     ) -> None:
+        install_for_script()
         if not isinstance(resource, type) or not issubclass(resource, Resource):
             raise TypeError("resource must be a Resource subclass")
         declared = resource_options(resource)
@@ -120,11 +122,9 @@ def _identity(resource: type[Resource]) -> tuple[str, str, str]:
     if not isinstance(api_version, str) or api_version.count("/") != 1:
         raise ValueError("api_version must have exactly one group/version separator")
     group, _, version = api_version.partition("/")
-    if len(group) > 253 or not all(
-        len(label) <= 63 and _LABEL.fullmatch(label) for label in group.split(".")
-    ):
+    if not is_dns_subdomain(group):
         raise ValueError("CRDs require an api_version with a valid DNS group and version")
-    if len(version) > 63 or not _NAME.fullmatch(version):
+    if not is_dns1035_label(version):
         raise ValueError("CRD version must be a DNS label starting with a letter")
     if not isinstance(kind, str) or not _KIND.fullmatch(kind):
         raise ValueError("CRD kind must be an alphanumeric identifier starting with a letter")
@@ -140,17 +140,14 @@ def _check_names(
     categories: Sequence[str] | None,
 ) -> None:
     for label, value in (("plural", plural), ("singular", singular)):
-        if not isinstance(value, str) or len(value) > 63 or not _NAME.fullmatch(value):
+        if not is_dns1035_label(value):
             raise ValueError(f"{label} must be a DNS label starting with a letter")
     if len(f"{plural}.{group}") > 253:
         raise ValueError("CRD metadata.name exceeds 253 characters")
     if scope not in ("Namespaced", "Cluster"):
         raise ValueError("scope must be Namespaced or Cluster")
     for label, values in (("short_names", short_names), ("categories", categories)):
-        if isinstance(values, str) or not all(
-            isinstance(value, str) and len(value) <= 63 and _LABEL.fullmatch(value)
-            for value in values or ()
-        ):
+        if isinstance(values, str) or not all(map(is_dns_label, values or ())):
             raise ValueError(f"{label} must contain DNS label names")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import status as st
 from .admission_match import Attempt, is_namespace
-from .patch import PatchError, json_patch
+from .patch import PatchError, apply_json_patch
 from .request import Req
 
 __all__ = [
@@ -127,7 +127,7 @@ def patched(webhook: JSON, obj: JSON, response: JSON) -> JSON:
         )
     try:
         ops = json.loads(base64.b64decode(str(patch), validate=True))
-        result = json_patch(obj, ops)
+        result = apply_json_patch(obj, ops)
     except (ValueError, binascii.Error) as exc:
         raise internal(f'webhook "{name}" returned an undecodable patch: {exc}') from None
     except PatchError as exc:

@@ -13,11 +13,11 @@ from .deletion import delete, delete_collection
 from .hooks import ObjectAdmission
 from .listing import list_body
 from .managed import Writer, apply_patch, record_update
-from .patch import json_patch, merge_patch
+from .patch import apply_json_patch, apply_merge_patch
 from .request import Req, now_iso
 from .resources import ResourceType
 from .store import Store
-from .strategic import strategic_merge_patch
+from .strategic import apply_strategic_merge_patch
 from .validation import (
     apply_defaults,
     check_kind,
@@ -269,13 +269,13 @@ class Objects:
             raise st.not_found(rt.plural, rt.group, req.name)
         view = from_storage(rt, old)
         if ctype == "application/json-patch+json":
-            new = json_patch(view, req.body)
+            new = apply_json_patch(view, req.body)
         elif ctype == "application/merge-patch+json":
             if not isinstance(req.body, dict):
                 raise st.bad_request("a merge patch must be a JSON object")
-            new = merge_patch(view, req.body)
+            new = apply_merge_patch(view, req.body)
         elif ctype == "application/strategic-merge-patch+json" and rt.builtin:
-            new = strategic_merge_patch(view, req.body)
+            new = apply_strategic_merge_patch(view, req.body)
         else:  # custom resources take no strategic merge patch, as in kube-apiserver
             raise st.ApiError(
                 415,

@@ -7,7 +7,7 @@ from typing import Any
 
 from .status import ApiError
 
-__all__ = ["PatchError", "json_patch", "merge_patch"]
+__all__ = ["PatchError", "apply_json_patch", "apply_merge_patch"]
 
 
 class PatchError(ApiError):
@@ -135,7 +135,7 @@ class _CopyOnWrite:
             raise PatchError(f"path {path!r} not found")
 
 
-def json_patch(doc: Any, ops: Any) -> Any:
+def apply_json_patch(doc: Any, ops: Any) -> Any:
     """Apply RFC 6902 ``ops`` to ``doc`` without changing it: the result shares whatever
     the operations did not write (callers treat both as immutable)."""
     if not isinstance(ops, list):
@@ -167,7 +167,7 @@ def json_patch(doc: Any, ops: Any) -> Any:
     return target.root
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
+def apply_merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, ``null`` deletes, anything else replaces."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
@@ -176,5 +176,5 @@ def merge_patch(target: Any, patch: Any) -> Any:
         if value is None:
             result.pop(key, None)
         else:
-            result[key] = merge_patch(result.get(key), value)
+            result[key] = apply_merge_patch(result.get(key), value)
     return result

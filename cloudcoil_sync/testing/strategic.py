@@ -16,7 +16,7 @@ from typing import Any
 
 from .patch import PatchError
 
-__all__ = ["MERGE_KEYS", "strategic_merge_patch"]
+__all__ = ["MERGE_KEYS", "apply_strategic_merge_patch"]
 
 JSON = dict[str, Any]
 #: List fields merged by key, as their patchMergeKey in the Kubernetes API types.
@@ -58,7 +58,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def strategic_merge_patch(original: Any, patch: Any) -> Any:
+def apply_strategic_merge_patch(original: Any, patch: Any) -> Any:
     """``original`` (not modified) with ``patch`` applied; ``PatchError`` if malformed."""
     if not isinstance(patch, dict):
         raise PatchError("a strategic merge patch must be a JSON object")

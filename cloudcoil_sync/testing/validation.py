@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from cloudcoil_sync.names import is_dns_label, is_dns_subdomain
 
 from .resources import ResourceType
 from .status import ApiError, invalid
@@ -19,8 +20,6 @@ __all__ = [
 
 JSON = dict[str, Any]
 
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
     "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
@@ -47,7 +46,7 @@ def validate(rt: ResourceType, obj: JSON, api_group: str) -> None:
             )
         )
     elif rt.plural == "namespaces":
-        if len(name) > 63 or not _LABEL.match(name):
+        if not is_dns_label(name):
             causes.append(
                 ("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_LABEL_MSG}')
             )
@@ -56,7 +55,7 @@ def validate(rt: ResourceType, obj: JSON, api_group: str) -> None:
         if name in (".", "..") or bad:
             why = f"may not contain '{bad}'" if bad else f"may not be '{name}'"
             causes.append(("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {why}'))
-    elif len(name) > 253 or not _SUBDOMAIN.match(name):
+    elif not is_dns_subdomain(name, label_limit=False):
         causes.append(
             ("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_SUBDOMAIN_MSG}')
         )

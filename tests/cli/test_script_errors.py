@@ -10,8 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.application import Application
+from cloudcoil_sync.controller import Controller, HealthServer, LeaderElection
 
 HEADER = """\
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
@@ -83,8 +85,26 @@ def test_a_bad_application_name_is_one_line_naming_the_value_and_the_rule(
             """,
             "op.py:6: operations must contain",
         ),
+        (
+            """\
+            from cloudcoil_sync.controller import Controller
+            configs = Controller(ConfigMap)
+
+            @configs.reconcile()
+            async def reconcile(cm):
+                return cm
+            """,
+            "op.py:6: ",
+        ),
+        (
+            """\
+            from cloudcoil_sync.controller import LeaderElection
+            app = Application("ok", leader_election=LeaderElection("Bad_Name"))
+            """,
+            "op.py:4: Lease name and namespace must be valid Kubernetes DNS names",
+        ),
     ],
-    ids=["controller", "async-handler", "route"],
+    ids=["controller", "async-handler", "route", "standalone-controller", "argument"],
 )
 def test_controller_and_route_mistakes_are_one_line(
     tmp_path: Path, body: str, expected: str
@@ -105,3 +125,57 @@ def test_library_use_still_raises_at_once() -> None:
         ValueError, match=r"^Application name must be a Kubernetes DNS label, got 'Bad_Name'"
     ):
         Application("Bad_Name")
+
+
+def test_a_mistake_in_a_module_the_script_imports_is_one_line_naming_that_module(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "ops.py").write_text(HEADER + 'app = Application("Bad_Name")\n')
+    one = run(tmp_path, "from ops import app\n")
+    assert one.returncode == 1 and one.stderr.count("\n") == 1, one.stderr
+    assert one.stderr.startswith("Error: ops.py:3: Application name must be a Kubernetes DNS")
+
+
+HOOK = "print('default hook:', sys.excepthook is sys.__excepthook__)\n"
+
+
+def hook_states(tmp_path: Path, script: str) -> list[str]:
+    (tmp_path / "check.py").write_text(script)
+    done = subprocess.run(
+        [sys.executable, "check.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if line.startswith("default hook:")]
+
+
+def test_importing_leaves_sys_excepthook_alone_and_the_cli_installs_it(tmp_path: Path) -> None:
+    (tmp_path / "library.py").write_text(
+        HEADER + "def build():\n    return Application('ok')\n"  # a library's function
+    )
+    states = hook_states(
+        tmp_path,
+        "import sys\n"
+        "import cloudcoil_sync, cloudcoil_sync.application, cloudcoil_sync.controller\n"
+        "import cloudcoil_sync.admission, cloudcoil_sync.crd, cloudcoil_sync.testing\n"
+        + HOOK
+        + "import library\napp = library.build()\n"
+        + HOOK
+        + "try:\n    app.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        + HOOK,
+    )
+    # Imports and a library's definitions leave it alone; the command line installs it.
+    assert states == ["default hook: True", "default hook: True", "default hook: False"]
+
+
+def test_definitions_built_by_other_code_than_the_script_leave_it_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    Application("ok", health=HealthServer(), leader_election=LeaderElection("ok"))
+    Controller(ConfigMap)
+    assert sys.excepthook is sys.__excepthook__  # built by a test function, not by a script

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests.adapters
 import yaml
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
@@ -151,7 +152,8 @@ def test_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_pool_is_sized_for_informers_and_workers() -> None:
     with Config("https://k:1") as cfg:
         adapter = cfg.session.get_adapter("https://k:1")
-        assert adapter._pool_maxsize >= 64  # type: ignore[attr-defined]
+        assert isinstance(adapter, requests.adapters.HTTPAdapter)
+        assert adapter.poolmanager.connection_pool_kw["maxsize"] >= 64
         assert cfg.client(ConfigMap) is not cfg.client(ConfigMap)
         assert cfg.client(ConfigMap).config.transport is cfg.transport
 

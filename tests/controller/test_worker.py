@@ -21,7 +21,7 @@ from cloudcoil_sync.controller.metrics import OperatorMetrics
 from cloudcoil_sync.controller.queue import WorkQueue
 from cloudcoil_sync.controller.status import set_condition, update_status
 from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
-from cloudcoil_sync.controller.worker import Reconciler, WorkerPool
+from cloudcoil_sync.controller.worker import PassRunner, WorkerPool
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.testing import Emulator
 
@@ -60,7 +60,7 @@ class Loop:
                 self.lock.notify_all()
             return handler(key, obj)
 
-        self.reconciler = Reconciler(
+        self.runner = PassRunner(
             kind,
             counted,
             queue=self.queue,
@@ -71,7 +71,7 @@ class Loop:
             hooks=hooks,
         )
         self.pool = WorkerPool(
-            self.reconciler,
+            self.runner,
             self.queue,
             workers=workers,
             reconcile_timeout=reconcile_timeout,
@@ -145,9 +145,9 @@ def test_objects_converge_with_one_write_each(
 
     assert kube_emulator.wait_for(converged, timeout=10)
     assert loop.idle()
-    assert loop.reconciler.writes == 20  # the watch echo of our own write is a no-op
+    assert loop.runner.writes == 20  # the watch echo of our own write is a no-op
     assert configmaps(kube_emulator)["after-3"]["data"] == {"keep": "me", "managed": "yes"}
-    assert loop.reconciler.counts["error"] == 0
+    assert loop.runner.counts["error"] == 0
 
 
 def test_handler_errors_back_off_per_key(
@@ -169,7 +169,7 @@ def test_handler_errors_back_off_per_key(
     )
     assert loop.idle()
     assert loop.calls["bad"] >= 3
-    assert loop.reconciler.counts["error"] == 2
+    assert loop.runner.counts["error"] == 2
     assert loop.queue.num_retries(ResourceKey("bad", "default")) == 0  # forgotten on success
     text = loop.metrics.render().decode()
     assert 'controller_runtime_reconcile_errors_total{controller="test"} 2.0' in text
@@ -189,7 +189,7 @@ def test_terminal_errors_are_not_retried(kube_config: Config, loops: list[Loop])
     api.create({"metadata": {"name": "x"}})
     assert loop.called("x")
     assert loop.calls["x"] == 1
-    assert loop.reconciler.counts["terminal"] == 1
+    assert loop.runner.counts["terminal"] == 1
     api.merge_patch("x", {"data": {"fixed": "1"}})  # a later event still reconciles
     assert done.wait(timeout=10)
     text = loop.metrics.render().decode()
@@ -215,7 +215,7 @@ def test_wait_and_requeue_after_schedule_another_pass(
     loop = run(loops, kube_config, ConfigMap, waiting)
     kube_config.client(ConfigMap).raw.create({"metadata": {"name": "w"}})
     assert again.wait(timeout=10)
-    assert loop.reconciler.counts["error"] == 0
+    assert loop.runner.counts["error"] == 0
     assert loop.queue.num_retries(ResourceKey("w", "default")) == 0
     text = loop.metrics.render().decode()
     assert (
@@ -242,8 +242,8 @@ def test_concurrent_change_is_never_overwritten(
     )
     assert configmaps(kube_emulator)["race"]["data"] == {"concurrent": "change", "managed": "yes"}
     assert loop.idle()
-    assert loop.reconciler.counts["error"] == 1  # the guarded patch was refused once
-    assert loop.reconciler.writes == 1
+    assert loop.runner.counts["error"] == 1  # the guarded patch was refused once
+    assert loop.runner.writes == 1
 
 
 def test_a_refused_guard_is_logged_as_a_change_and_retried(
@@ -434,7 +434,7 @@ def test_stuck_pass_times_out_without_blocking_others(
     assert loop.pool.timed_out == 1
     release.set()
     assert loop.called("slow", 2)
-    counts, seconds, _ = loop.reconciler.stats()
+    counts, seconds, _ = loop.runner.stats()
     assert counts["cancelled"] == 1 and counts["error"] == 1 and seconds > 0.2
     assert kube_emulator.wait_for(
         lambda: (configmaps(kube_emulator)["slow"].get("data") or {}).get("managed") == "yes"
@@ -482,8 +482,8 @@ def test_api_error_storm_backs_off_then_converges(
 
     assert kube_emulator.wait_for(converged, timeout=20)
     assert loop.idle()
-    assert loop.reconciler.counts["error"] == 15
-    assert loop.reconciler.writes == 5
+    assert loop.runner.counts["error"] == 15
+    assert loop.runner.writes == 5
     assert all(loop.queue.num_retries(ResourceKey(f"storm-{i}", "default")) == 0 for i in range(5))
 
 
@@ -527,7 +527,7 @@ def test_a_snapshot_older_than_our_write_is_not_reconciled_again(
         calls.append(key.name)
         return mark_managed(key, cm)
 
-    reconciler = Reconciler(
+    runner = PassRunner(
         ConfigMap,
         handler,
         queue=queue,
@@ -536,27 +536,27 @@ def test_a_snapshot_older_than_our_write_is_not_reconciled_again(
         name="echo",
     )
     key = ResourceKey("echo", "default")
-    assert reconciler.process(key).wrote
+    assert runner.process(key).wrote
     # The informer has not seen our write yet: no handler call, a look again later.
-    assert reconciler.process(key).result == "skipped"
+    assert runner.process(key).result == "skipped"
     assert calls == ["echo"] and queue.delayed == 1
     # Once it has (a newer version), passes run normally.
     stale = api.get("echo")
-    assert reconciler.process(key).result == "success"
+    assert runner.process(key).result == "success"
     assert calls == ["echo", "echo"]
     # A write the server found to be a no-op (same resourceVersion) defers nothing.
     snapshot = ConfigMap.model_validate(stale)
-    reconciler._remember_write(
+    runner._remember_write(
         key, snapshot, {"metadata": {"resourceVersion": stale["metadata"]["resourceVersion"]}}
     )
-    assert not reconciler._is_stale(key, snapshot)
+    assert not runner._is_stale(key, snapshot)
     # Deferral is bounded: after the patience, a stale snapshot is reconciled (and refused).
     monkeypatch.setattr("cloudcoil_sync.controller.worker.STALE_SNAPSHOT_PATIENCE", 0.0)
     stale = created
-    reconciler._remember_write(
+    runner._remember_write(
         key, ConfigMap.model_validate(created), {"metadata": {"resourceVersion": "new"}}
     )
-    outcome = reconciler.process(key)
+    outcome = runner.process(key)
     assert outcome.result == "error" and "422" in str(outcome.error)
 
 

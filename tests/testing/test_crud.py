@@ -149,6 +149,18 @@ def test_create_in_missing_namespace_is_404(client: Client) -> None:
     assert response.json()["details"] == {"name": "nope", "kind": "namespaces"}
 
 
+def test_names_follow_kube_apiservers_dns_rules(client: Client) -> None:
+    # Go's regexp `$` ends the text: a trailing newline is no DNS label.
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "abc\n"}}
+    refused = client.post("/api/v1/namespaces", namespace)
+    assert refused.status_code == 422, refused.text
+    assert "a lowercase RFC 1123 label must consist of" in refused.json()["message"]
+    # IsDNS1123Subdomain limits the whole name to 253 characters, not each label to 63.
+    name = "a" * 64 + ".example"
+    assert client.post(CM, configmap(name)).status_code == 201
+    assert client.post(CM, configmap("b" * 254)).status_code == 422
+
+
 def test_namespace_deletion_removes_contents_then_namespace(client: Client) -> None:
     emulator: Emulator = client.emulator
     client.post("/api/v1/namespaces", {"metadata": {"name": "doomed"}})

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cloudcoil_sync.patches import json_patch as make_patch
-from cloudcoil_sync.testing.patch import PatchError, json_patch
+from cloudcoil_sync.patches import json_diff
+from cloudcoil_sync.testing.patch import PatchError, apply_json_patch
 
 # -- a reference applier: deep copy, then mutate in place (what the emulator did before) ----
 
@@ -122,20 +122,20 @@ def patched(draw: st.DrawFn) -> tuple[Any, list[dict[str, Any]]]:
 def test_same_result_as_deep_copy_and_the_original_is_untouched(case: Any) -> None:
     doc, ops = case
     before = copy.deepcopy(doc)
-    assert json_patch(doc, ops) == _reference(doc, ops)
+    assert apply_json_patch(doc, ops) == _reference(doc, ops)
     assert doc == before
 
 
 @given(documents, documents)
 def test_the_products_own_patches_apply(before: Any, after: Any) -> None:
     kept = copy.deepcopy(before)
-    assert json_patch(before, make_patch(before, after)) == after
+    assert apply_json_patch(before, json_diff(before, after)) == after
     assert before == kept
 
 
 def test_only_the_written_path_is_copied() -> None:
     doc = {"metadata": {"name": "a", "labels": {"x": "1"}}, "data": {"k": "v"}, "big": [{}]}
-    out = json_patch(doc, [{"op": "add", "path": "/metadata/labels/y", "value": "2"}])
+    out = apply_json_patch(doc, [{"op": "add", "path": "/metadata/labels/y", "value": "2"}])
     assert out["metadata"]["labels"] == {"x": "1", "y": "2"}
     assert doc["metadata"]["labels"] == {"x": "1"}
     assert out["data"] is doc["data"] and out["big"] is doc["big"]  # shared, not copied
@@ -148,14 +148,14 @@ def test_a_failed_test_leaves_the_original_unchanged() -> None:
         {"op": "test", "path": "/metadata/resourceVersion", "value": "4"},
     ]
     with pytest.raises(PatchError) as failed:
-        json_patch(doc, ops)
+        apply_json_patch(doc, ops)
     assert failed.value.why == "test failed at '/metadata/resourceVersion'"
     assert doc == {"metadata": {"resourceVersion": "5"}, "data": {"k": "v"}}
 
 
 def test_several_writes_into_one_container() -> None:
     doc = {"a": {"b": {"c": 1}}}
-    out = json_patch(
+    out = apply_json_patch(
         doc,
         [
             {"op": "add", "path": "/a/b/d", "value": 2},

@@ -8,7 +8,7 @@ import pytest
 
 from cloudcoil_sync.testing import Emulator
 from cloudcoil_sync.testing.patch import PatchError
-from cloudcoil_sync.testing.strategic import strategic_merge_patch
+from cloudcoil_sync.testing.strategic import apply_strategic_merge_patch
 
 from .conftest import Client
 
@@ -23,7 +23,7 @@ SPEC: dict[str, Any] = {
 
 
 def test_keyed_lists_merge_by_key_and_keep_what_the_patch_does_not_name() -> None:
-    patched = strategic_merge_patch(
+    patched = apply_strategic_merge_patch(
         SPEC,
         {
             "$setElementOrder/containers": [{"name": "web"}, {"name": "side"}],
@@ -41,41 +41,43 @@ def test_keyed_lists_merge_by_key_and_keep_what_the_patch_does_not_name() -> Non
 
 
 def test_directives() -> None:
-    deleted = strategic_merge_patch(SPEC, {"containers": [{"name": "side", "$patch": "delete"}]})
+    deleted = apply_strategic_merge_patch(
+        SPEC, {"containers": [{"name": "side", "$patch": "delete"}]}
+    )
     assert [c["name"] for c in deleted["containers"]] == ["web"]
-    replaced = strategic_merge_patch(
+    replaced = apply_strategic_merge_patch(
         SPEC, {"containers": [{"name": "only", "image": "x"}, {"$patch": "replace"}]}
     )
     assert replaced["containers"] == [{"name": "only", "image": "x"}]
-    reordered = strategic_merge_patch(
+    reordered = apply_strategic_merge_patch(
         SPEC, {"$setElementOrder/containers": [{"name": "side"}, {"name": "web"}]}
     )
     assert [c["name"] for c in reordered["containers"]] == ["side", "web"]
-    retained = strategic_merge_patch(
+    retained = apply_strategic_merge_patch(
         {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}},
         {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}},
     )
     assert retained == {"strategy": {"type": "Recreate"}}
-    pruned = strategic_merge_patch(
+    pruned = apply_strategic_merge_patch(
         {"metadata": {"finalizers": ["a", "b"]}},
         {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"], "finalizers": ["c"]}},
     )
     assert pruned["metadata"]["finalizers"] == ["b", "c"]
-    map_replaced = strategic_merge_patch(
+    map_replaced = apply_strategic_merge_patch(
         {"data": {"a": "1", "b": "2"}}, {"data": {"$patch": "replace", "c": "3"}}
     )
     assert map_replaced == {"data": {"c": "3"}}
-    assert strategic_merge_patch({"a": {"b": 1}, "c": 2}, {"a": None}) == {"c": 2}
-    service = strategic_merge_patch(
+    assert apply_strategic_merge_patch({"a": {"b": 1}, "c": 2}, {"a": None}) == {"c": 2}
+    service = apply_strategic_merge_patch(
         {"ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https"}]},
         {"ports": [{"port": 443, "targetPort": 8443}]},
     )
     assert service["ports"][1] == {"port": 443, "name": "https", "targetPort": 8443}
-    assert strategic_merge_patch({"args": ["a"]}, {"args": ["b"]}) == {"args": ["b"]}
+    assert apply_strategic_merge_patch({"args": ["a"]}, {"args": ["b"]}) == {"args": ["b"]}
     with pytest.raises(PatchError):
-        strategic_merge_patch(SPEC, {"containers": [{"image": "no-name"}]})
+        apply_strategic_merge_patch(SPEC, {"containers": [{"image": "no-name"}]})
     with pytest.raises(PatchError):
-        strategic_merge_patch(SPEC, {"$patch": "frobnicate"})
+        apply_strategic_merge_patch(SPEC, {"$patch": "frobnicate"})
 
 
 def test_custom_resources_refuse_strategic_merge_patch(

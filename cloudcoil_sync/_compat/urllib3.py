@@ -1,0 +1,69 @@
+"""urllib3 internals: the pools a PoolManager holds, the socket under a streamed response."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from urllib3 import HTTPConnectionPool, PoolManager
+
+from . import changed
+
+__all__ = [
+    "HANDED_OVER_SOCKET",
+    "check_pools",
+    "check_response",
+    "connection_pools",
+    "response_socket",
+]
+
+#: From a response whose connection handed its socket over (a ``Connection: close`` answer):
+#: urllib3's http.client response, its socket file, the SocketIO under it, its socket.
+HANDED_OVER_SOCKET = ("_fp", "fp", "raw", "_sock")
+_POOLS = "to count connections and requests (Transport.pool_stats)"
+_SOCKET = "to wake a thread blocked reading a watch (Watch.close, Lease watches)"
+
+
+def connection_pools(manager: PoolManager) -> list[HTTPConnectionPool]:
+    """The pools `manager` holds: its LRU container offers no public way to list them."""
+    container = getattr(manager.pools, "_container", None)
+    if container is None:
+        raise changed("urllib3", "PoolManager.pools._container", _POOLS)
+    return list(container.values())
+
+
+def response_socket(response: Any) -> socket.socket | None:
+    """The socket an open streamed urllib3 response reads from, or None (closed, or unknown).
+
+    While the connection keeps it, that is ``response.connection.sock`` (public); after
+    http.client handed it to the response only the chain `HANDED_OVER_SOCKET` reaches it.
+    """
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    if sock is None:
+        sock, _ = _follow(response, HANDED_OVER_SOCKET)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def check_pools(manager: PoolManager) -> None:
+    """Raise `DependencyChanged` unless `connection_pools` can read `manager`."""
+    connection_pools(manager)
+
+
+def check_response(response: Any) -> None:
+    """Raise `DependencyChanged` unless `response_socket` finds the socket of `response`, an
+    open streamed response (either while its connection keeps the socket or after hand-over)."""
+    if response_socket(response) is not None:
+        return
+    if getattr(getattr(response, "connection", None), "sock", None) is not None:
+        raise changed("urllib3", "HTTPResponse.connection.sock as a socket", _SOCKET)
+    _, missing = _follow(response, HANDED_OVER_SOCKET)
+    raise changed("urllib3", f"HTTPResponse.{missing or '.'.join(HANDED_OVER_SOCKET)}", _SOCKET)
+
+
+def _follow(value: Any, names: tuple[str, ...]) -> tuple[Any, str | None]:
+    """The value at the end of the attribute chain, or None and the chain up to the missing link."""
+    for depth, name in enumerate(names, 1):
+        value = getattr(value, name, None)
+        if value is None:
+            return None, ".".join(names[:depth])
+    return value, None

@@ -1,0 +1,101 @@
+"""cloudcoil_sync._compat.urllib3 against the installed urllib3, over loopback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+import urllib3
+from urllib3 import PoolManager
+
+from cloudcoil_sync._compat import DependencyChanged
+from cloudcoil_sync._compat.urllib3 import (
+    check_pools,
+    check_response,
+    connection_pools,
+    response_socket,
+)
+
+from .conftest import LoopbackServer
+
+VERSION = urllib3.__version__
+
+
+def test_the_pools_a_pool_manager_holds(server: LoopbackServer) -> None:
+    manager = PoolManager()
+    try:
+        assert manager.request("GET", server.url + "/ok").data == b"ok\n"
+        check_pools(manager)
+        (pool,) = connection_pools(manager)
+        assert (pool.num_connections, pool.num_requests) == (1, 1)
+    finally:
+        manager.clear()
+
+
+def test_a_pool_manager_without_the_container_is_named() -> None:
+    manager = cast(PoolManager, SimpleNamespace(pools=object()))
+    with pytest.raises(DependencyChanged) as changed:
+        connection_pools(manager)
+    assert str(changed.value).startswith(
+        f"urllib3 {VERSION} no longer offers PoolManager.pools._container, which cloudcoil_sync "
+        "uses to count connections"
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "handed_over"), [("/stream", False), ("/close", True)], ids=["kept", "handed-over"]
+)
+def test_the_socket_of_a_streamed_response_wakes_its_reader(
+    server: LoopbackServer, path: str, handed_over: bool
+) -> None:
+    manager = PoolManager()
+    response = manager.request("GET", server.url + path, preload_content=False)
+    try:
+        kept = getattr(response.connection, "sock", None)
+        assert (kept is None) is handed_over, "the answer no longer takes the path under test"
+        check_response(response)
+        sock = response_socket(response)
+        assert sock is not None and sock.getpeername() == server.server_address
+        ended: list[object] = []
+
+        def read() -> None:  # blocks: the server never ends the body
+            try:
+                ended.append(response.read())
+            except (urllib3.exceptions.HTTPError, OSError) as error:  # a chunked body cut short
+                ended.append(error)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        sock.shutdown(socket.SHUT_RDWR)
+        reader.join(timeout=10)
+        assert not reader.is_alive() and len(ended) == 1
+    finally:
+        response.release_conn()
+        manager.clear()
+
+
+def _response(**attributes: Any) -> Any:
+    return SimpleNamespace(**{"connection": None, **attributes})
+
+
+@pytest.mark.parametrize(
+    ("response", "missing"),
+    [
+        (_response(), "HTTPResponse._fp"),
+        (_response(_fp=SimpleNamespace(fp=None)), "HTTPResponse._fp.fp"),
+        (
+            _response(_fp=SimpleNamespace(fp=SimpleNamespace(raw=SimpleNamespace()))),
+            "HTTPResponse._fp.fp.raw._sock",
+        ),
+        (_response(connection=SimpleNamespace(sock="not a socket")), "HTTPResponse.connection"),
+    ],
+    ids=["fp", "file", "socket", "not-a-socket"],
+)
+def test_a_response_without_the_socket_chain_is_named(response: Any, missing: str) -> None:
+    assert response_socket(response) is None
+    with pytest.raises(DependencyChanged) as changed:
+        check_response(response)
+    assert str(changed.value).startswith(f"urllib3 {VERSION} no longer offers {missing}")
