@@ -213,8 +213,10 @@ def test_imperative_creates_token_and_auth_can_i(kubectl: Kubectl, kube_emulator
     sa = "--as=system:serviceaccount:demo:op"
     assert kubectl("auth", "can-i", "get", "configmaps", "-n", "demo", sa).stdout == "yes\n"
     assert kubectl("auth", "can-i", "get", "/healthz", "--as=anyone").stdout == "yes\n"
-    unsupported = kubectl("create", "deployment", "d", "--image=nginx", check=False)
+    unsupported = kubectl("auth", "can-i", "--list", check=False)  # SelfSubjectRulesReview
+    assert unsupported.returncode == 1
     assert "decodes protobuf bodies only for" in unsupported.stderr
+    assert "not authorization.k8s.io/v1 SelfSubjectRulesReview" in unsupported.stderr
 
 
 def test_the_everyday_session_passes_completely(kubectl_argv: list[str]) -> None:
