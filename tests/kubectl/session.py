@@ -127,6 +127,10 @@ STEPS: list[Step] = [
        expect="ingress.networking.k8s.io/ki created"),
     _s("create", "secret", "docker-registry", "kr", "--docker-server=reg.example.com",
        "--docker-username=u", "--docker-password=p", *N, expect="secret/kr created"),
+    # kube's printer columns (server-side tables)
+    _s("get", "deployment", "kd", *N, expect="0/2"),
+    _s("get", "service", "ks", *N, expect="80/TCP"),
+    _s("get", "secret", "kr", *N, expect="kubernetes.io/dockerconfigjson"),
     _s("delete", "priorityclass", f"{PREFIX}-pc",
        expect=f'priorityclass.scheduling.k8s.io "{PREFIX}-pc" deleted'),
     _s("get", "configmap", "c1", "-o", "jsonpath={.data.a}", *N, expect="b"),

@@ -97,11 +97,11 @@ def test_apply_label_annotate_patch_get_and_delete(
     assert stored["metadata"]["labels"] == {"tier": "web"}
     assert stored["metadata"]["annotations"]["note"] == "x"
     table = kubectl("get", "configmaps", "-l", "tier=web").stdout.splitlines()
-    assert table[0].split() == ["NAME", "AGE"] and table[1].split()[0] == "applied"
+    assert table[0].split() == ["NAME", "DATA", "AGE"] and table[1].split()[:2] == ["applied", "3"]
     wide = kubectl("get", "configmap", "applied", "--show-labels").stdout.splitlines()
     assert wide[1].split()[-1] == "tier=web"
     listed = kubectl("get", "configmaps", "-A").stdout.splitlines()
-    assert listed[0].split() == ["NAMESPACE", "NAME", "AGE"]
+    assert listed[0].split() == ["NAMESPACE", "NAME", "DATA", "AGE"]
     assert kubectl("get", "configmap", "applied", "-o", "name").stdout == "configmap/applied\n"
     assert "tier=web" in kubectl("describe", "configmap", "applied").stdout
     assert kubectl("delete", "configmap", "applied").stdout == 'configmap "applied" deleted\n'
@@ -220,11 +220,11 @@ def test_imperative_creates_token_and_auth_can_i(kubectl: Kubectl, kube_emulator
 
 
 def test_the_everyday_session_passes_completely(kubectl_argv: list[str]) -> None:
-    """session.py's 60 steps, which also pass on the real kube-apiserver 1.32."""
+    """session.py's 63 steps, which also pass on the real kube-apiserver 1.32."""
     outcomes = run_session(kubectl_argv)
     failed = [f"kubectl {' '.join(o.step.args)}: {o.output.strip()}" for o in outcomes if not o.ok]
     assert not failed, "\n".join(failed)
-    assert len(outcomes) == 60
+    assert len(outcomes) == 63
 
 
 def test_client_side_apply_merges_containers_by_name(kubectl: Kubectl) -> None:
