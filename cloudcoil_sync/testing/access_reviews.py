@@ -5,7 +5,10 @@ who a bearer token belongs to, then a SubjectAccessReview to learn whether that 
 something: a resource verb (`resourceAttributes`) or a non-resource one (`nonResourceAttributes`,
 e.g. `get` on `/metrics`, granted by ClusterRole rules with `nonResourceURLs` bound by
 ClusterRoleBindings). Both are answered 201 with the request echoed and its `status` filled
-in; nothing is stored. Simplification: `uid` and `extra` are echoed, not used for decisions.
+in (with kube-apiserver's RBAC reason and managedFields); nothing is stored. A TokenReview
+reports the ServiceAccount's uid and the token's id (``extra``) and the audiences asked (the
+server's by default). Simplification: a SubjectAccessReview's `uid` and `extra` are echoed, not
+used for decisions.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import status as st
-from .rbac import Attributes, User
+from .identity import answered, attributes, decision, non_resource_reason, review_invalid
+from .rbac import User
+from .tokens import DEFAULT_AUDIENCE, token_claims
 
 if TYPE_CHECKING:
     from .crud import Req
@@ -33,15 +38,9 @@ def review(authorizer: Authorizer, req: Req) -> JSON:
     spec = body.get("spec")
     if not isinstance(spec, dict):
         raise st.bad_request("spec is required")
-    kind = "TokenReview" if req.rt.key == TOKEN_REVIEWS else "SubjectAccessReview"
-    status = _token(authorizer, spec) if kind == "TokenReview" else _access(authorizer, spec)
-    return {
-        "kind": kind,
-        "apiVersion": f"{req.rt.group}/v1",
-        "metadata": {"creationTimestamp": None, **(body.get("metadata") or {})},
-        "spec": spec,
-        "status": status,
-    }
+    if req.rt.key == TOKEN_REVIEWS:
+        return answered(req, "TokenReview", body, spec, _token(authorizer, spec))
+    return answered(req, "SubjectAccessReview", body, spec, _access(authorizer, spec))
 
 
 def _token(authorizer: Authorizer, spec: JSON) -> JSON:
@@ -51,57 +50,36 @@ def _token(authorizer: Authorizer, spec: JSON) -> JSON:
     user = authorizer.authenticate(f"Bearer {token}")
     if user is None:
         return {"user": {}, "error": "invalid bearer token"}
-    return {
-        "authenticated": True,
-        "user": {"username": user.name, "groups": list(user.groups)},
-        "audiences": list(spec.get("audiences") or []),
-    }
+    claims = token_claims(token)
+    wanted = list(spec.get("audiences") or [DEFAULT_AUDIENCE])
+    if claims is not None and not set(wanted) & set(claims.get("aud") or []):
+        return {"user": {}, "error": "token audiences are invalid for the target audiences"}
+    info: JSON = {"username": user.name}
+    uid = authorizer.account_uid(user.name)
+    if uid:
+        info["uid"] = uid
+    info["groups"] = list(user.groups)
+    if claims is not None and claims.get("jti"):
+        info["extra"] = {"authentication.kubernetes.io/credential-id": [f"JTI={claims['jti']}"]}
+    audiences = [a for a in wanted if claims is None or a in (claims.get("aud") or [])]
+    return {"authenticated": True, "user": info, "audiences": audiences}
 
 
 def _access(authorizer: Authorizer, spec: JSON) -> JSON:
     name = spec.get("user") or ""
     groups = tuple(spec.get("groups") or ())
     if not name and not groups:
-        raise st.bad_request("at least one of user or group must be specified")
+        raise review_invalid("spec.user", "", "at least one of user or group must be specified")
     user = User(str(name), tuple(str(group) for group in groups))
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if isinstance(resource, dict) == isinstance(non_resource, dict):
-        raise st.bad_request("exactly one of nonResourceAttributes or resourceAttributes")
+        raise review_invalid(
+            "spec.resourceAttributes",
+            "null",
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )
     if isinstance(non_resource, dict):
-        allowed = _non_resource_allowed(
-            authorizer, user, str(non_resource.get("verb", "")), str(non_resource.get("path", ""))
-        )
-    else:
-        assert isinstance(resource, dict)
-        attrs = Attributes(
-            str(resource.get("verb", "")),
-            str(resource.get("group", "")),
-            str(resource.get("resource", "")),
-            str(resource.get("subresource", "")),
-            str(resource.get("namespace", "")),
-            str(resource.get("name", "")),
-        )
-        allowed = authorizer.allowed(user, attrs)
-    if allowed:
-        return {"allowed": True, "reason": "allowed by RBAC"}
-    return {"allowed": False}
-
-
-def _non_resource_allowed(authorizer: Authorizer, user: User, verb: str, path: str) -> bool:
-    if "system:masters" in user.groups:
-        return True
-    for scope, rules in authorizer.grants(user):
-        if scope is not None:  # only ClusterRoleBindings grant non-resource URLs
-            continue
-        for rule in rules:
-            verbs = rule.get("verbs") or []
-            if ("*" in verbs or verb in verbs) and _url_matches(rule, path):
-                return True
-    return False
-
-
-def _url_matches(rule: JSON, path: str) -> bool:
-    for url in rule.get("nonResourceURLs") or []:
-        if url == path or url == "*" or (url.endswith("*") and path.startswith(url[:-1])):
-            return True
-    return False
+        verb, path = str(non_resource.get("verb", "")), str(non_resource.get("path", ""))
+        return decision(non_resource_reason(authorizer, user, verb, path))
+    assert isinstance(resource, dict)
+    return decision(authorizer.reason(user, attributes(resource)))

@@ -45,6 +45,8 @@ ATOMIC_STRUCTS = {"selector", "regarding", "involvedObject", "related", "roleRef
 # Built-in containers that are pointers/maps/slices (so their creation is owned with ".").
 NULLABLE = {
     "data",
+    "resourceAttributes",  # access reviews: pointers
+    "nonResourceAttributes",
     "binaryData",
     "stringData",
     "labels",

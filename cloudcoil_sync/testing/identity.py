@@ -15,17 +15,59 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import status as st
-from .rbac import Attributes, User
+from .rbac import MASTERS, Attributes, User
 
 if TYPE_CHECKING:
     from .crud import Req
     from .rbac import Authorizer
 
-__all__ = ["SELF_ACCESS_REVIEWS", "impersonated", "self_access_review"]
+__all__ = [
+    "SELF_ACCESS_REVIEWS",
+    "answered",
+    "attributes",
+    "decision",
+    "impersonated",
+    "non_resource_reason",
+    "review_invalid",
+    "self_access_review",
+]
 
 JSON = dict[str, Any]
 SELF_ACCESS_REVIEWS = ("authorization.k8s.io", "selfsubjectaccessreviews")
 _OPEN_PATHS = ("/api", "/apis", "/version", "/healthz", "/readyz", "/livez", "/openapi")
+# kube-apiserver grants the open paths by its bootstrap binding system:discovery.
+_DISCOVERY = (
+    'RBAC: allowed by ClusterRoleBinding "system:discovery" of ClusterRole "system:discovery" '
+    'to Group "system:authenticated"'
+)
+_REVIEWS_GROUP = "authorization.k8s.io"
+
+
+def review_invalid(field: str, value: str, message: str) -> st.ApiError:
+    """kube-apiserver's 422 for an access review's spec (its kind and name are empty)."""
+    text = f'Invalid value: "{value}": {message}'
+    cause = {"reason": "FieldValueInvalid", "message": text, "field": field}
+    return st.ApiError(
+        422,
+        "Invalid",
+        f'.{_REVIEWS_GROUP} "" is invalid: {field}: {text}',
+        {"group": _REVIEWS_GROUP, "causes": [cause]},
+    )
+
+
+def answered(req: Req, kind: str, body: JSON, spec: JSON, status: JSON) -> JSON:
+    """A review as kube-apiserver answers it: the request's spec, managedFields and status."""
+    meta: JSON = {"creationTimestamp": None, **(body.get("metadata") or {})}
+    fields = req.answered_fields(req.rt.api_version, {"spec": spec})
+    if fields:
+        meta["managedFields"] = fields
+    return {
+        "kind": kind,
+        "apiVersion": req.rt.api_version,
+        "metadata": meta,
+        "spec": spec,
+        "status": status,
+    }
 
 
 def impersonated(authorizer: Authorizer, caller: User, headers: Any) -> User:
@@ -67,55 +109,51 @@ def self_access_review(authorizer: Authorizer, req: Req) -> JSON:
     user = req.user or User("system:anonymous", ("system:unauthenticated",))
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if isinstance(resource, dict) == isinstance(non_resource, dict):
-        raise st.invalid(
-            "SelfSubjectAccessReview",
-            "authorization.k8s.io",
-            "",
-            [
-                (
-                    "FieldValueRequired",
-                    "spec.resourceAttributes",
-                    "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-                )
-            ],
+        raise review_invalid(
+            "spec.resourceAttributes",
+            "null",
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
         )
     if isinstance(resource, dict):
-        attrs = Attributes(
-            str(resource.get("verb", "")),
-            str(resource.get("group", "")),
-            str(resource.get("resource", "")),
-            str(resource.get("subresource", "")),
-            str(resource.get("namespace", "")),
-            str(resource.get("name", "")),
-        )
-        allowed = authorizer.allowed(user, attrs)
+        reason = authorizer.reason(user, attributes(resource))
     else:
         assert isinstance(non_resource, dict)
         path, verb = str(non_resource.get("path", "")), str(non_resource.get("verb", ""))
-        allowed = _non_resource_allowed(authorizer, user, verb, path)
-    return {
-        "kind": "SelfSubjectAccessReview",
-        "apiVersion": "authorization.k8s.io/v1",
-        "metadata": {"creationTimestamp": None},
-        "spec": spec,
-        "status": {"allowed": allowed},
-    }
+        reason = non_resource_reason(authorizer, user, verb, path)
+    return answered(req, "SelfSubjectAccessReview", body, spec, decision(reason))
 
 
-def _non_resource_allowed(authorizer: Authorizer, user: User, verb: str, path: str) -> bool:
+def attributes(resource: JSON) -> Attributes:
+    return Attributes(
+        str(resource.get("verb", "")),
+        str(resource.get("group", "")),
+        str(resource.get("resource", "")),
+        str(resource.get("subresource", "")),
+        str(resource.get("namespace", "")),
+        str(resource.get("name", "")),
+    )
+
+
+def decision(reason: str | None) -> JSON:
+    """A review's status: kube-apiserver gives a reason only when it allows."""
+    return {"allowed": True, "reason": reason} if reason is not None else {"allowed": False}
+
+
+def non_resource_reason(authorizer: Authorizer, user: User, verb: str, path: str) -> str | None:
+    """Why ``user`` may ``verb`` the non-resource ``path``; None if it may not."""
     if user.admin or "system:masters" in user.groups:
-        return True
+        return MASTERS
     if verb == "get" and any(path == p or path.startswith(p + "/") for p in _OPEN_PATHS):
-        return "system:authenticated" in user.groups
-    for scope, rules in authorizer.grants(user):
+        return _DISCOVERY if "system:authenticated" in user.groups else None
+    for scope, rules, reason in authorizer.explained_grants(user):
         if scope is not None:
             continue  # RoleBindings cannot grant non-resource URLs
         for rule in rules:
             verbs = rule.get("verbs") or []
             urls = rule.get("nonResourceURLs") or []
             if ("*" in verbs or verb in verbs) and any(_url_matches(u, path) for u in urls):
-                return True
-    return False
+                return reason
+    return None
 
 
 def _url_matches(rule: str, path: str) -> bool:

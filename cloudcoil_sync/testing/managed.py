@@ -21,7 +21,7 @@ from .fields import (
 )
 from .status import ApiError
 
-__all__ = ["Writer", "apply_patch", "manager_name", "record_update"]
+__all__ = ["Writer", "answered_fields", "apply_patch", "manager_name", "record_update"]
 
 JSON = dict[str, Any]
 
@@ -73,6 +73,13 @@ def _entry(w: Writer, operation: str, paths: FieldSet) -> JSON:
     if w.subresource:
         entry["subresource"] = w.subresource
     return entry
+
+
+def answered_fields(w: Writer, request: JSON) -> list[JSON]:
+    """managedFields of an answered create (a review, a TokenRequest): kube-apiserver records
+    the request's fields as an Update though nothing is stored."""
+    paths = set(fields_of(request, w.custom))
+    return [_entry(w, "Update", paths)] if paths else []
 
 
 def _is(entry: JSON, w: Writer, operation: str) -> bool:

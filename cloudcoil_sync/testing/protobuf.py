@@ -2,11 +2,12 @@
 
 kubectl 1.32 sends ``application/vnd.kubernetes.protobuf`` bodies when it creates built-in
 objects with its typed clients: ``create namespace|configmap|secret|serviceaccount|role|
-rolebinding|clusterrole|clusterrolebinding``, ``create token`` (TokenRequest) and ``auth
-can-i`` (SelfSubjectAccessReview). The body is ``k8s\\x00`` and a ``runtime.Unknown`` holding
-the apiVersion, kind and the object's message. Only the messages of those kinds are known here
-(field numbers as kubectl encodes them, checked by tests/kubectl); any other kind is a 415
-naming the kinds that are. Go's encoder writes every non-pointer field, so empty strings,
+rolebinding|clusterrole|clusterrolebinding|deployment|service|job|cronjob|priorityclass|quota|
+poddisruptionbudget|ingress``, ``create token`` (TokenRequest) and ``auth can-i``
+(SelfSubjectAccessReview). The body is ``k8s\\x00`` and a ``runtime.Unknown`` holding the
+apiVersion, kind and the object's message. Only the messages of those kinds are known
+(``protobuf_schemas.py``, checked by tests/kubectl); any other kind is a 415 naming the kinds
+that are. Go's encoder writes every non-pointer field, so empty strings,
 zeros, false and empty messages are dropped, as ``omitempty`` drops them in JSON; answers are
 always JSON (kubectl accepts it).
 """
@@ -18,127 +19,12 @@ import datetime
 from typing import Any
 
 from . import status as st
+from .protobuf_schemas import KINDS, MESSAGES, Message
 
 __all__ = ["MAGIC", "decode", "supported_kinds"]
 
 JSON = dict[str, Any]
 MAGIC = b"k8s\x00"
-# A field: (JSON name, type); a type is a scalar, a message name, "[]<type>" (repeated) or
-# "map" / "bytesmap" (map<string,string> / map<string,bytes>).
-Message = dict[int, tuple[str, str]]
-
-_MESSAGES: dict[str, Message] = {
-    "Time": {1: ("seconds", "int"), 2: ("nanos", "int")},
-    "OwnerReference": {
-        1: ("kind", "string"),
-        3: ("name", "string"),
-        4: ("uid", "string"),
-        5: ("apiVersion", "string"),
-        6: ("controller", "bool"),
-        7: ("blockOwnerDeletion", "bool"),
-    },
-    "ObjectMeta": {
-        1: ("name", "string"),
-        2: ("generateName", "string"),
-        3: ("namespace", "string"),
-        5: ("uid", "string"),
-        6: ("resourceVersion", "string"),
-        7: ("generation", "int"),
-        8: ("creationTimestamp", "Time"),
-        10: ("deletionGracePeriodSeconds", "int"),
-        11: ("labels", "map"),
-        12: ("annotations", "map"),
-        13: ("ownerReferences", "[]OwnerReference"),
-        14: ("finalizers", "[]string"),
-    },
-    "NamespaceSpec": {1: ("finalizers", "[]string")},
-    "ObjectReference": {
-        1: ("kind", "string"),
-        2: ("namespace", "string"),
-        3: ("name", "string"),
-        4: ("uid", "string"),
-        5: ("apiVersion", "string"),
-        6: ("resourceVersion", "string"),
-        7: ("fieldPath", "string"),
-    },
-    "LocalObjectReference": {1: ("name", "string")},
-    "PolicyRule": {
-        1: ("verbs", "[]string"),
-        2: ("apiGroups", "[]string"),
-        3: ("resources", "[]string"),
-        4: ("resourceNames", "[]string"),
-        5: ("nonResourceURLs", "[]string"),
-    },
-    "Subject": {
-        1: ("kind", "string"),
-        2: ("apiGroup", "string"),
-        3: ("name", "string"),
-        4: ("namespace", "string"),
-    },
-    "RoleRef": {1: ("apiGroup", "string"), 2: ("kind", "string"), 3: ("name", "string")},
-    "BoundObjectReference": {
-        1: ("kind", "string"),
-        2: ("apiVersion", "string"),
-        3: ("name", "string"),
-        4: ("uid", "string"),
-    },
-    "TokenRequestSpec": {
-        1: ("audiences", "[]string"),
-        3: ("boundObjectRef", "BoundObjectReference"),
-        4: ("expirationSeconds", "int"),
-    },
-    "ResourceAttributes": {
-        1: ("namespace", "string"),
-        2: ("verb", "string"),
-        3: ("group", "string"),
-        4: ("version", "string"),
-        5: ("resource", "string"),
-        6: ("subresource", "string"),
-        7: ("name", "string"),
-    },
-    "NonResourceAttributes": {1: ("path", "string"), 2: ("verb", "string")},
-    "SelfSubjectAccessReviewSpec": {
-        1: ("resourceAttributes", "ResourceAttributes"),
-        2: ("nonResourceAttributes", "NonResourceAttributes"),
-    },
-}
-_META = (1, ("metadata", "ObjectMeta"))
-# (apiVersion, kind) → the object's fields (status is never read from a request).
-_KINDS: dict[tuple[str, str], Message] = {
-    ("v1", "Namespace"): dict([_META, (2, ("spec", "NamespaceSpec"))]),
-    ("v1", "ConfigMap"): dict(
-        [_META, (2, ("data", "map")), (3, ("binaryData", "bytesmap")), (4, ("immutable", "bool"))]
-    ),
-    ("v1", "Secret"): dict(
-        [
-            _META,
-            (2, ("data", "bytesmap")),
-            (3, ("type", "string")),
-            (4, ("stringData", "map")),
-            (5, ("immutable", "bool")),
-        ]
-    ),
-    ("v1", "ServiceAccount"): dict(
-        [
-            _META,
-            (2, ("secrets", "[]ObjectReference")),
-            (3, ("imagePullSecrets", "[]LocalObjectReference")),
-            (4, ("automountServiceAccountToken", "bool")),
-        ]
-    ),
-    ("rbac.authorization.k8s.io/v1", "Role"): dict([_META, (2, ("rules", "[]PolicyRule"))]),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"): dict([_META, (2, ("rules", "[]PolicyRule"))]),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): dict(
-        [_META, (2, ("subjects", "[]Subject")), (3, ("roleRef", "RoleRef"))]
-    ),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): dict(
-        [_META, (2, ("subjects", "[]Subject")), (3, ("roleRef", "RoleRef"))]
-    ),
-    ("authentication.k8s.io/v1", "TokenRequest"): dict([_META, (2, ("spec", "TokenRequestSpec"))]),
-    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): dict(
-        [_META, (2, ("spec", "SelfSubjectAccessReviewSpec"))]
-    ),
-}
 
 
 class _Truncated(ValueError):
@@ -146,7 +32,7 @@ class _Truncated(ValueError):
 
 
 def supported_kinds() -> list[str]:
-    return [kind for _, kind in _KINDS]
+    return [kind for _, kind in KINDS]
 
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
@@ -202,7 +88,7 @@ def _scalar(kind: str, value: int | bytes) -> Any:
 
 
 def _message(name: str, data: bytes) -> JSON:
-    return _decode_fields(_MESSAGES[name], data)
+    return _decode_fields(MESSAGES[name], data)
 
 
 def _empty(value: Any) -> bool:
@@ -215,24 +101,54 @@ def _decode_fields(schema: Message, data: bytes) -> JSON:
         if number not in schema:
             continue  # a field kubectl does not send for these commands
         name, kind = schema[number]
-        if kind in ("map", "bytesmap"):
+        if kind in ("map", "bytesmap", "quantitymap"):
             if not isinstance(value, bytes):
                 raise _Truncated("a map entry is not length-delimited")
             entry = dict(_fields(value))
             key, item = entry.get(1, b""), entry.get(2, b"")
             if not isinstance(key, bytes) or not isinstance(item, bytes):
                 raise _Truncated("a map entry is not length-delimited")
-            text = base64.b64encode(item).decode() if kind == "bytesmap" else item.decode()
+            text = _map_value(kind, item)
             out.setdefault(name, {})[key.decode()] = text
         elif kind.startswith("[]"):
             out.setdefault(name, []).append(_scalar(kind[2:], value))  # empty items are kept
+        elif kind == "IntOrString":
+            out[name] = _int_or_string(value)  # a pointer: present means set, even 0
         else:
             decoded = _scalar(kind, value)
             if kind == "Time":
                 decoded = _time(decoded)
-            if not _empty(decoded):
+            if not name:
+                out.update(decoded)
+            elif not _empty(decoded):
                 out[name] = decoded
     return out
+
+
+def _map_value(kind: str, item: bytes) -> str:
+    if kind == "bytesmap":
+        return base64.b64encode(item).decode()
+    if kind == "quantitymap":  # a Quantity message: its string form is field 1
+        text = dict(_fields(item)).get(1, b"")
+        if not isinstance(text, bytes):
+            raise _Truncated("a quantity is not length-delimited")
+        return text.decode()
+    return item.decode()
+
+
+def _int_or_string(value: int | bytes) -> int | str:
+    if not isinstance(value, bytes):
+        raise _Truncated("an int-or-string field is not length-delimited")
+    fields = dict(_fields(value))  # 1: type (1 = string), 2: intVal, 3: strVal
+    if fields.get(1, 0) == 1:
+        text = fields.get(3, b"")
+        if not isinstance(text, bytes):
+            raise _Truncated("an int-or-string's string is not length-delimited")
+        return text.decode()
+    number = fields.get(2, 0)
+    if not isinstance(number, int):
+        raise _Truncated("an int-or-string's integer is length-delimited")
+    return number
 
 
 def _time(value: JSON) -> str | None:
@@ -260,7 +176,7 @@ def decode(raw: bytes) -> JSON:
         if not isinstance(api_version, bytes) or not isinstance(kind, bytes):
             raise _Truncated("malformed type")
         key = (api_version.decode(), kind.decode())
-        schema = _KINDS.get(key)
+        schema = KINDS.get(key)
         if schema is None:
             raise st.ApiError(
                 415,

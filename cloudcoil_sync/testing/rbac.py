@@ -9,10 +9,17 @@ from typing import Any
 
 from .store import Store, WatchEvent
 
-__all__ = ["Authorizer", "User"]
+__all__ = ["MASTERS", "Attributes", "Authorizer", "Grant", "User"]
 
 JSON = dict[str, Any]
 RBAC = "rbac.authorization.k8s.io"
+# kube-apiserver's reason for system:masters (its bootstrap binding).
+MASTERS = (
+    'RBAC: allowed by ClusterRoleBinding "cluster-admin" of ClusterRole "cluster-admin" '
+    'to Group "system:masters"'
+)
+# (namespace or None for cluster-wide, rules, the reason a grant from it is given)
+Grant = tuple[str | None, list[JSON], str]
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,7 @@ class Authorizer:
         self._tokens: dict[str, User] = {
             admin_token: User("system:admin", ("system:masters", "system:authenticated"), True)
         }
-        self._cache: dict[User, list[tuple[str | None, list[JSON]]]] = {}
+        self._cache: dict[User, list[Grant]] = {}
         store.listeners.append(self._observe)
 
     # -- authentication ----------------------------------------------------------------------
@@ -89,11 +96,25 @@ class Authorizer:
         with self._lock:
             return self._tokens.get(token.strip())
 
+    def account_uid(self, username: str) -> str:
+        """The uid of the ServiceAccount ``username`` names (``""`` for other users)."""
+        parts = username.split(":")
+        if len(parts) != 4 or parts[:2] != ["system", "serviceaccount"]:
+            return ""
+        account = self.store.get(("", "serviceaccounts"), parts[2], parts[3])
+        return str(((account or {}).get("metadata") or {}).get("uid", ""))
+
     # -- authorization -----------------------------------------------------------------------
     def _observe(self, event: WatchEvent) -> None:
         if event.key[0] == RBAC:
             with self._lock:
                 self._cache.clear()
+
+    def _matching(self, binding: JSON, user: User, binding_ns: str) -> JSON | None:
+        for subject in binding.get("subjects") or []:
+            if self._subject_matches(subject, user, binding_ns):
+                return dict(subject)
+        return None
 
     def _subject_matches(self, subject: JSON, user: User, binding_ns: str) -> bool:
         kind, name = subject.get("kind"), subject.get("name")
@@ -113,37 +134,59 @@ class Authorizer:
             role = self.store.get((RBAC, "roles"), namespace, ref.get("name", ""))
         return list((role or {}).get("rules") or [])
 
-    def _grants(self, user: User) -> list[tuple[str | None, list[JSON]]]:
+    def _grants(self, user: User) -> list[Grant]:
         with self._lock:
             cached = self._cache.get(user)
         if cached is not None:
             return cached
-        grants: list[tuple[str | None, list[JSON]]] = []
-        entries, _ = self.store.scan((RBAC, "clusterrolebindings"), None)
-        for entry in entries:
-            binding = entry.obj
-            if any(self._subject_matches(s, user, "") for s in binding.get("subjects") or []):
-                grants.append((None, self._role_rules(binding.get("roleRef") or {}, "")))
-        entries, _ = self.store.scan((RBAC, "rolebindings"), None)
-        for entry in entries:
-            binding = entry.obj
-            ns = binding["metadata"].get("namespace", "")
-            if any(self._subject_matches(s, user, ns) for s in binding.get("subjects") or []):
-                grants.append((ns, self._role_rules(binding.get("roleRef") or {}, ns)))
+        grants: list[Grant] = []
+        for plural, kind in (
+            ("clusterrolebindings", "ClusterRoleBinding"),
+            ("rolebindings", "RoleBinding"),
+        ):
+            entries, _ = self.store.scan((RBAC, plural), None)
+            for entry in entries:
+                binding = entry.obj
+                ns = binding["metadata"].get("namespace", "")
+                subject = self._matching(binding, user, ns)
+                if subject is None:
+                    continue
+                ref = binding.get("roleRef") or {}
+                reason = _reason(kind, binding["metadata"].get("name", ""), ns, ref, subject)
+                grants.append((ns or None, self._role_rules(ref, ns), reason))
         with self._lock:
             self._cache[user] = grants
         return grants
 
     def grants(self, user: User) -> list[tuple[str | None, list[JSON]]]:
         """(namespace or None for cluster-wide, rules) of every binding naming `user`."""
+        return [(scope, rules) for scope, rules, _ in self._grants(user)]
+
+    def explained_grants(self, user: User) -> list[Grant]:
+        """As ``grants``, each with the reason an answer it allows gives."""
         return self._grants(user)
 
     def allowed(self, user: User, attrs: Attributes) -> bool:
+        return self.reason(user, attrs) is not None
+
+    def reason(self, user: User, attrs: Attributes) -> str | None:
+        """Why ``user`` may do ``attrs``, as kube-apiserver's RBAC says it; None if it may not."""
         if user.admin or "system:masters" in user.groups:
-            return True
-        for scope, rules in self._grants(user):
+            return MASTERS
+        for scope, rules, reason in self._grants(user):
             if scope is not None and scope != attrs.namespace:
                 continue
             if any(rule_allows(rule, attrs) for rule in rules):
-                return True
-        return False
+                return reason
+        return None
+
+
+def _reason(kind: str, name: str, namespace: str, ref: JSON, subject: JSON) -> str:
+    where = f"{name}/{namespace}" if namespace else name
+    who = subject.get("name", "")
+    if subject.get("kind") == "ServiceAccount":
+        who = f"{who}/{subject.get('namespace') or namespace}"
+    return (
+        f'RBAC: allowed by {kind} "{where}" of {ref.get("kind", "")} "{ref.get("name", "")}" '
+        f'to {subject.get("kind", "")} "{who}"'
+    )

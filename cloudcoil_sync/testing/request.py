@@ -6,7 +6,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
-from .managed import Writer, manager_name
+from .managed import Writer, answered_fields, manager_name
 from .rbac import User
 from .resources import ResourceType
 
@@ -33,6 +33,14 @@ class Req:
     @property
     def dry_run(self) -> bool:
         return self.query.get("dryRun") == "All"
+
+    def answered_fields(
+        self, api_version: str, request: dict[str, Any], subresource: str = ""
+    ) -> list[dict[str, Any]]:
+        """managedFields of an answered create (review, TokenRequest) with ``request``'s fields."""
+        now = now_iso()
+        manager = manager_name(self.user_agent, self.query.get("fieldManager"))
+        return answered_fields(Writer(manager, api_version, subresource, False, now), request)
 
     def writer(self, now: str) -> Writer:
         return Writer(

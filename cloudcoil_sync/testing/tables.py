@@ -2,8 +2,9 @@
 
 Custom resources get their CRD version's ``additionalPrinterColumns`` (Name and Age when it
 has none), evaluated from the simple JSONPath forms CRDs use (``.a.b``, ``.a[0]``,
-``.a[?(@.k=="v")].b``). Built-in kinds get only Name and Age: kube-apiserver's per-kind
-printers (a ConfigMap's DATA, a Deployment's READY...) are not reproduced. Each row carries
+``.a[?(@.k=="v")].b``). ConfigMaps, Secrets, Deployments, Services, Pods and Namespaces get
+kube-apiserver's printer columns (``printers.py``); other built-in kinds only Name and Age.
+Each row carries
 the object's metadata (``includeObject=Metadata``, the default), the whole object
 (``Object``) or nothing (``None``).
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..client import codec
+from . import printers
 from .resources import ResourceType
 from .store import Store, dumps
 
@@ -163,8 +165,11 @@ def table(
 ) -> JSON:
     """A Table of ``objects`` (all of kind ``rt``)."""
     columns = None if rt.builtin else _crd_columns(rt, store)
+    printer = printers.definitions(rt.key) if rt.builtin else None
     definitions = [_NAME]
-    if columns is None:
+    if printer is not None:
+        definitions = printer
+    elif columns is None:
         definitions.append(_AGE)
     else:
         definitions += [
@@ -180,7 +185,12 @@ def table(
     rows = []
     for obj in objects:
         name = (obj.get("metadata") or {}).get("name", "")
-        cells = [name, _age(obj)] if columns is None else [name] + [_cell(c, obj) for c in columns]
+        if printer is not None:
+            cells = printers.printed(rt.key, obj, name, _age(obj))
+        elif columns is None:
+            cells = [name, _age(obj)]
+        else:
+            cells = [name] + [_cell(c, obj) for c in columns]
         row: JSON = {"cells": cells}
         partial = _row_object(obj, include, api_version)
         if partial is not None:

@@ -21,7 +21,7 @@ from .crud import Req
 if TYPE_CHECKING:
     from .emulator import Emulator
 
-__all__ = ["DEFAULT_AUDIENCE", "token_request"]
+__all__ = ["DEFAULT_AUDIENCE", "token_claims", "token_request"]
 
 JSON = dict[str, Any]
 DEFAULT_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
@@ -71,6 +71,18 @@ def _jwt(
     return f"{_b64({'alg': 'RS256', 'kid': 'cloudcoil-sync-emulator'})}.{_b64(claims)}.{signature}"
 
 
+def token_claims(token: str) -> JSON | None:
+    """The claims of a JWT-shaped token (one from TokenRequest); None for any other token."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return None
+    return claims if isinstance(claims, dict) else None
+
+
 def token_request(emu: Emulator, req: Req) -> tuple[int, JSON]:
     """Answer ``POST .../serviceaccounts/<name>/token`` (201 and a TokenRequest)."""
     account = emu.store.get(req.rt.key, req.namespace, req.name)
@@ -91,6 +103,10 @@ def token_request(emu: Emulator, req: Req) -> tuple[int, JSON]:
     token = _jwt(req.namespace, req.name, account, list(audiences), now, expires)
     groups = ("system:serviceaccounts", f"system:serviceaccounts:{req.namespace}")
     emu.add_token(token, f"system:serviceaccount:{req.namespace}:{req.name}", groups)
+    asked = {k: spec[k] for k in ("audiences", "boundObjectRef") if spec.get(k)}
+    fields = req.answered_fields(
+        "authentication.k8s.io/v1", {"spec": {**asked, "expirationSeconds": seconds}}, "token"
+    )
     return 201, {
         "kind": "TokenRequest",
         "apiVersion": "authentication.k8s.io/v1",
@@ -98,6 +114,7 @@ def token_request(emu: Emulator, req: Req) -> tuple[int, JSON]:
             "name": req.name,
             "namespace": req.namespace,
             "creationTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "managedFields": fields,
         },
         "spec": {
             "audiences": list(audiences),

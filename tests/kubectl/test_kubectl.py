@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import threading
+from pathlib import Path
 
 from cloudcoil_sync.testing import Emulator
+from cloudcoil_sync.testing.tls import CertificateAuthority
 
 from .conftest import Kubectl
 from .session import run_session
@@ -94,11 +97,11 @@ def test_apply_label_annotate_patch_get_and_delete(
     assert stored["metadata"]["labels"] == {"tier": "web"}
     assert stored["metadata"]["annotations"]["note"] == "x"
     table = kubectl("get", "configmaps", "-l", "tier=web").stdout.splitlines()
-    assert table[0].split() == ["NAME", "AGE"] and table[1].split()[0] == "applied"
+    assert table[0].split() == ["NAME", "DATA", "AGE"] and table[1].split()[:2] == ["applied", "3"]
     wide = kubectl("get", "configmap", "applied", "--show-labels").stdout.splitlines()
     assert wide[1].split()[-1] == "tier=web"
     listed = kubectl("get", "configmaps", "-A").stdout.splitlines()
-    assert listed[0].split() == ["NAMESPACE", "NAME", "AGE"]
+    assert listed[0].split() == ["NAMESPACE", "NAME", "DATA", "AGE"]
     assert kubectl("get", "configmap", "applied", "-o", "name").stdout == "configmap/applied\n"
     assert "tier=web" in kubectl("describe", "configmap", "applied").stdout
     assert kubectl("delete", "configmap", "applied").stdout == 'configmap "applied" deleted\n'
@@ -210,16 +213,18 @@ def test_imperative_creates_token_and_auth_can_i(kubectl: Kubectl, kube_emulator
     sa = "--as=system:serviceaccount:demo:op"
     assert kubectl("auth", "can-i", "get", "configmaps", "-n", "demo", sa).stdout == "yes\n"
     assert kubectl("auth", "can-i", "get", "/healthz", "--as=anyone").stdout == "yes\n"
-    unsupported = kubectl("create", "deployment", "d", "--image=nginx", check=False)
+    unsupported = kubectl("auth", "can-i", "--list", check=False)  # SelfSubjectRulesReview
+    assert unsupported.returncode == 1
     assert "decodes protobuf bodies only for" in unsupported.stderr
+    assert "not authorization.k8s.io/v1 SelfSubjectRulesReview" in unsupported.stderr
 
 
 def test_the_everyday_session_passes_completely(kubectl_argv: list[str]) -> None:
-    """session.py's 45 steps, which also pass on the real kube-apiserver 1.32."""
+    """session.py's 63 steps, which also pass on the real kube-apiserver 1.32."""
     outcomes = run_session(kubectl_argv)
     failed = [f"kubectl {' '.join(o.step.args)}: {o.output.strip()}" for o in outcomes if not o.ok]
     assert not failed, "\n".join(failed)
-    assert len(outcomes) == 45
+    assert len(outcomes) == 63
 
 
 def test_client_side_apply_merges_containers_by_name(kubectl: Kubectl) -> None:
@@ -245,3 +250,20 @@ def test_client_side_apply_merges_containers_by_name(kubectl: Kubectl) -> None:
         "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[*].name}"
     )
     assert names.stdout == "web"
+
+
+def test_create_secret_tls_stores_the_certificate_and_key(
+    kubectl: Kubectl, kube_emulator: Emulator, tmp_path: Path
+) -> None:
+    serving = CertificateAuthority("kubectl-tls-test").issue(("tls.example.com",), cache=False)
+    (tmp_path / "tls.crt").write_bytes(serving.cert_pem)
+    (tmp_path / "tls.key").write_bytes(serving.key_pem)
+    done = kubectl(
+        "create", "secret", "tls", "t1", f"--cert={tmp_path / 'tls.crt'}",
+        f"--key={tmp_path / 'tls.key'}",
+    )  # fmt: skip
+    assert done.stdout == "secret/t1 created\n"
+    stored = kube_emulator.get_object("", "secrets", "default", "t1")
+    assert stored is not None and stored["type"] == "kubernetes.io/tls"
+    assert base64.b64decode(stored["data"]["tls.crt"]) == serving.cert_pem
+    assert base64.b64decode(stored["data"]["tls.key"]) == serving.key_pem

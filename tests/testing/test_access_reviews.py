@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from cloudcoil_sync.client import BadRequest, Forbidden
+from cloudcoil_sync.client import BadRequest, Forbidden, Invalid
 from cloudcoil_sync.testing import Emulator
 
 TOKENS = ("authentication.k8s.io", "v1", "tokenreviews")
@@ -59,7 +59,7 @@ def test_token_review_names_the_user_or_fails(kube_emulator: Emulator) -> None:
                 "system:authenticated",
             ],
         },
-        "audiences": [],
+        "audiences": ["https://kubernetes.default.svc.cluster.local"],  # the server's, as asked
     }
     assert token_review(kube_emulator, "not-a-token")["status"] == {
         "user": {},
@@ -104,7 +104,7 @@ def test_resource_access_follows_rbac(kube_emulator: Emulator) -> None:
 
 
 def test_malformed_reviews_are_rejected(kube_emulator: Emulator) -> None:
-    with pytest.raises(BadRequest):
+    with pytest.raises(Invalid, match=r'spec\.resourceAttributes: Invalid value: "null"'):
         access_review(kube_emulator, user="x")  # neither attribute kind
     with pytest.raises(BadRequest):
         token_review(kube_emulator, "")

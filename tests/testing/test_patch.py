@@ -110,9 +110,10 @@ def patched(draw: st.DrawFn) -> tuple[Any, list[dict[str, Any]]]:
                 op["value"] = _walk(state, _tokens(path))
         try:
             state = _reference(state, [op])
-        except (IndexError, KeyError):
+        except (IndexError, KeyError, TypeError):
             # A move whose target was a later element of the list its source left: the
-            # target no longer exists once the source is removed (RFC 6902), so no such op.
+            # target no longer exists once the source is removed (RFC 6902), or is now the
+            # next element, which may be no object (TypeError), so no such op.
             continue
         ops.append(op)
     return doc, ops

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,32 @@ def test_recorded_kubectl_bodies_decode(name: str) -> None:
     assert decode((RECORDED / f"{name}.bin").read_bytes()) == EXPECTED[name]
 
 
+PRINTED = sorted(path.stem for path in RECORDED.glob("*.json"))
+
+
+@pytest.mark.parametrize("name", PRINTED)
+def test_recorded_bodies_decode_to_what_kubectl_prints(name: str) -> None:
+    """``<name>.json`` is kubectl's own ``--dry-run=client -o json`` of the same command, its
+    empty values and status dropped (as the decoder drops unset fields)."""
+    expected = json.loads((RECORDED / f"{name}.json").read_text())
+    assert decode((RECORDED / f"{name}.bin").read_bytes()) == expected
+
+
+def test_every_recorded_kind_is_checked() -> None:
+    assert len(PRINTED) >= 15
+    assert {json.loads((RECORDED / f"{n}.json").read_text())["kind"] for n in PRINTED} >= {
+        "Deployment",
+        "Service",
+        "Job",
+        "CronJob",
+        "PriorityClass",
+        "ResourceQuota",
+        "PodDisruptionBudget",
+        "Ingress",
+        "Secret",
+    }
+
+
 def _envelope(api_version: bytes, kind: bytes, raw: bytes) -> bytes:
     type_meta = b"\x0a" + bytes([len(api_version)]) + api_version
     type_meta += b"\x12" + bytes([len(kind)]) + kind
@@ -104,9 +131,9 @@ def _envelope(api_version: bytes, kind: bytes, raw: bytes) -> bytes:
 
 def test_unknown_kinds_and_broken_bodies_are_named() -> None:
     with pytest.raises(ApiError) as unknown:
-        decode(_envelope(b"apps/v1", b"Deployment", b""))
+        decode(_envelope(b"apps/v1", b"StatefulSet", b""))
     assert unknown.value.code == 415
-    assert "not apps/v1 Deployment: send application/json" in unknown.value.message
+    assert "not apps/v1 StatefulSet: send application/json" in unknown.value.message
     assert "ConfigMap" in unknown.value.message
     with pytest.raises(ApiError) as truncated:
         decode(_envelope(b"v1", b"ConfigMap", b"\x0a\x05ab"))

@@ -67,9 +67,9 @@ def test_lists_and_gets_as_tables(client: Client) -> None:
     client.post(CM, configmap("a"))
     listed = client.get(CM, headers={"Accept": TABLE}).json()
     assert listed["kind"] == "Table" and listed["apiVersion"] == "meta.k8s.io/v1"
-    assert [c["name"] for c in listed["columnDefinitions"]] == ["Name", "Age"]
+    assert [c["name"] for c in listed["columnDefinitions"]] == ["Name", "Data", "Age"]
     (row,) = listed["rows"]
-    assert row["cells"][0] == "a" and row["cells"][1].endswith("s")
+    assert row["cells"][0] == "a" and row["cells"][1] == 0 and row["cells"][2].endswith("s")
     assert row["object"]["kind"] == "PartialObjectMetadata"
     assert row["object"]["metadata"]["name"] == "a"
     whole = client.get(f"{CM}/a?includeObject=Object", headers={"Accept": TABLE}).json()
