@@ -21,7 +21,7 @@ lint: install
 
 # The dependency internals in cloudcoil_sync/_compat against the oldest versions we support
 # (setup.cfg's lower bounds; urllib3's last 1.x line); `make test` covers the installed newest.
-OLDEST ?= requests==2.31.0 urllib3==1.26.20 prometheus-client==0.20.0
+OLDEST ?= requests==2.32.0 urllib3==1.26.20 prometheus-client==0.20.0
 compat-oldest:
 	$(PYTHON) -m venv $(VENV)-oldest
 	$(VENV)-oldest/bin/python -m pip install --quiet $(OLDEST) pytest hypothesis
