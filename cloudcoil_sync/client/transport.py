@@ -147,7 +147,10 @@ class _Adapter(requests.adapters.HTTPAdapter):
                     f"cannot load the client certificate {cert[0]} and key {cert[1]}: {error}"
                 ) from error
             while len(self._cert_contexts) >= self._MAX_CERT_CONTEXTS:
-                self._cert_contexts.pop(next(iter(self._cert_contexts)))
+                stale = next(iter(self._cert_contexts))
+                del self._cert_contexts[stale]
+                for key in [k for k in list(self._pools) if k[2] == stale]:
+                    self._pools.pop(key, None)  # urllib3's own LRU closes the pool itself
             self._cert_contexts[cert] = context
             return context
 

@@ -500,3 +500,22 @@ def test_unreadable_client_certificate_is_a_clear_transport_error(
         key.write_text("not a key")
         with pytest.raises(TransportError, match="client certificate"):
             cfg.client(ConfigMap).get("a")
+
+
+def test_rotated_client_certificates_keep_a_bounded_set_of_contexts_and_pools(
+    api: FakeAPI, pki: PKI, tmp_path: Path
+) -> None:
+    ca = _write(tmp_path / "ca.crt", pki.ca.cert_pem.decode())
+    with Config(api.url, ca_file=ca) as cfg:
+        adapter = cfg.transport.session.get_adapter(api.url)
+        certs = []
+        for i in range(6):  # as an exec plugin writes each new credential to new files
+            crt = _write(tmp_path / f"c{i}.crt", pki.client.cert_pem.decode())
+            key = _write(tmp_path / f"c{i}.key", pki.client.key_pem.decode())
+            certs.append((str(crt), str(key)))
+            cfg.transport.session.cert = certs[-1]
+            cfg.client(ConfigMap).get("a")
+        assert api.requests[-1].client_cert is not None
+        kept = set(adapter._cert_contexts)
+        assert kept == set(certs[-4:])
+        assert {key[2] for key in adapter._pools} <= kept | {None}
