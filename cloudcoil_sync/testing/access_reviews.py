@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import status as st
-from .identity import answered, attributes, decision, non_resource_reason, review_invalid
+from .identity import access_decision, answered, review_invalid
 from .rbac import User
 from .tokens import DEFAULT_AUDIENCE, token_claims
 
@@ -71,15 +71,4 @@ def _access(authorizer: Authorizer, spec: JSON) -> JSON:
     if not name and not groups:
         raise review_invalid("spec.user", "", "at least one of user or group must be specified")
     user = User(str(name), tuple(str(group) for group in groups))
-    resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
-    if isinstance(resource, dict) == isinstance(non_resource, dict):
-        raise review_invalid(
-            "spec.resourceAttributes",
-            "null",
-            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-        )
-    if isinstance(non_resource, dict):
-        verb, path = str(non_resource.get("verb", "")), str(non_resource.get("path", ""))
-        return decision(non_resource_reason(authorizer, user, verb, path))
-    assert isinstance(resource, dict)
-    return decision(authorizer.reason(user, attributes(resource)))
+    return access_decision(authorizer, user, spec)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SELF_ACCESS_REVIEWS",
+    "access_decision",
     "answered",
     "attributes",
     "decision",
@@ -107,6 +108,14 @@ def self_access_review(authorizer: Authorizer, req: Req) -> JSON:
     if not isinstance(spec, dict):
         raise st.bad_request("spec is required")
     user = req.user or User("system:anonymous", ("system:unauthenticated",))
+    return answered(
+        req, "SelfSubjectAccessReview", body, spec, access_decision(authorizer, user, spec)
+    )
+
+
+def access_decision(authorizer: Authorizer, user: User, spec: JSON) -> JSON:
+    """The status of an access review's ``spec`` (resource or non-resource attributes) for
+    ``user``; kube's 422 unless exactly one kind of attributes is given."""
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if isinstance(resource, dict) == isinstance(non_resource, dict):
         raise review_invalid(
@@ -115,12 +124,10 @@ def self_access_review(authorizer: Authorizer, req: Req) -> JSON:
             "exactly one of nonResourceAttributes or resourceAttributes must be specified",
         )
     if isinstance(resource, dict):
-        reason = authorizer.reason(user, attributes(resource))
-    else:
-        assert isinstance(non_resource, dict)
-        path, verb = str(non_resource.get("path", "")), str(non_resource.get("verb", ""))
-        reason = non_resource_reason(authorizer, user, verb, path)
-    return answered(req, "SelfSubjectAccessReview", body, spec, decision(reason))
+        return decision(authorizer.reason(user, attributes(resource)))
+    assert isinstance(non_resource, dict)
+    path, verb = str(non_resource.get("path", "")), str(non_resource.get("verb", ""))
+    return decision(non_resource_reason(authorizer, user, verb, path))
 
 
 def attributes(resource: JSON) -> Attributes:
