@@ -159,11 +159,11 @@ def main() -> None:
     emulator = None
     kubeconfig = None if args.emulator else args.kubeconfig
     if kubeconfig is None:
-        from cloudcoil_sync.testing import Emulator
+        from cloudcoil_sync.testing import Emulator, serve
 
         emulator = Emulator(latency=args.profile, log_size=1000).start()
         path = Path(os.environ.get("TMPDIR", "/tmp")) / f"apilatency-{uuid.uuid4().hex}.yaml"
-        path.write_text(_kubeconfig(emulator))
+        serve.write_kubeconfig(str(path), serve.kubeconfig(emulator))
         kubeconfig = str(path)
     session, server = raw_session(kubeconfig)
     namespace = f"ccb-latency-{uuid.uuid4().hex[:6]}"
@@ -195,25 +195,6 @@ def main() -> None:
     print(f"implied profile: {json.dumps(report['profile'])}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
-
-
-def _kubeconfig(emulator: Any) -> str:
-    import base64
-
-    import yaml
-
-    ca = base64.b64encode(emulator.ca_pem).decode()
-    cluster = {"server": emulator.url, "certificate-authority-data": ca}
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "current-context": "emu",
-            "clusters": [{"name": "emu", "cluster": cluster}],
-            "users": [{"name": "emu", "user": {"token": emulator.admin_token}}],
-            "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}],
-        }
-    )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from waiting import wait_until  # noqa: F401 (for the tests here)
 from cloudcoil_sync.application import Application
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import LeaderElection
-from cloudcoil_sync.testing import Emulator
+from cloudcoil_sync.testing import Emulator, serve
 
 LABEL = "example.com/manage"
 LEASES = ("coordination.k8s.io", "v1", "leases")
@@ -125,26 +124,5 @@ def lease(kube: Emulator, name: str = "settings") -> dict[str, Any]:
 
 def write_kubeconfig(kube: Emulator, path: Path, namespace: str = "default") -> Path:
     """A kubeconfig file for the emulator: server, CA data and the admin token."""
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "emulator",
-                "cluster": {
-                    "server": kube.url,
-                    "certificate-authority-data": base64.b64encode(kube.ca_pem).decode(),
-                },
-            }
-        ],
-        "users": [{"name": "admin", "user": {"token": kube.admin_token}}],
-        "contexts": [
-            {
-                "name": "emulator",
-                "context": {"cluster": "emulator", "user": "admin", "namespace": namespace},
-            }
-        ],
-        "current-context": "emulator",
-    }
-    path.write_text(yaml.safe_dump(document))
+    path.write_text(yaml.safe_dump(serve.kubeconfig(kube, namespace)))
     return path

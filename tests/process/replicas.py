@@ -4,7 +4,6 @@ stop signal (CLOCK_MONOTONIC is system-wide: comparable with the emulator's log 
 
 from __future__ import annotations
 
-import base64
 import os
 import signal
 import subprocess
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from cloudcoil_sync.testing import Emulator
+from cloudcoil_sync.testing import Emulator, serve
 from cloudcoil_sync.testing.api import LogEntry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,7 +134,7 @@ def start_replica(
     token = f"token-{name}"
     kube.add_token(token, f"replica-{name}", ("system:masters",))
     kubeconfig = directory / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(_kubeconfig(kube, token)))
+    kubeconfig.write_text(yaml.safe_dump(serve.kubeconfig(kube, token=token)))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "CLOUDCOIL_"))}
     env.update(
         KUBECONFIG=str(kubeconfig),
@@ -157,27 +156,3 @@ def start_replica(
             stderr=sink,
         )
     return Replica(name, process, directory / "passes", stderr)
-
-
-def _kubeconfig(kube: Emulator, token: str) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "emulator",
-                "cluster": {
-                    "server": kube.url,
-                    "certificate-authority-data": base64.b64encode(kube.ca_pem).decode(),
-                },
-            }
-        ],
-        "users": [{"name": "replica", "user": {"token": token}}],
-        "contexts": [
-            {
-                "name": "emulator",
-                "context": {"cluster": "emulator", "user": "replica", "namespace": "default"},
-            }
-        ],
-        "current-context": "emulator",
-    }
