@@ -28,6 +28,8 @@ __all__ = ["cli", "kubeconfig", "main", "write_kubeconfig"]
 
 CONTEXT = "cloudcoil-emulator"
 LOOPBACK = ("127.0.0.1", "localhost")
+# Where serve writes its admin kubeconfig and where token reads it.
+DEFAULT_KUBECONFIG = "emulator.kubeconfig"
 
 
 def kubeconfig(
@@ -132,7 +134,7 @@ def cli() -> None:
     "--kubeconfig",
     "kubeconfig_path",
     type=click.Path(dir_okay=False),
-    default="emulator.kubeconfig",
+    default=DEFAULT_KUBECONFIG,
     show_default=True,
     help="Where to write the admin kubeconfig (rewritten at every start).",
 )
@@ -216,7 +218,7 @@ def serve(
     "--kubeconfig",
     "kubeconfig_path",
     type=click.Path(dir_okay=False),
-    default="emulator.kubeconfig",
+    default=DEFAULT_KUBECONFIG,
     show_default=True,
     help="The admin kubeconfig that serve wrote.",
 )
