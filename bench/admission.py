@@ -54,9 +54,9 @@ Connect = Callable[[], http.client.HTTPConnection]
 def build_app() -> Any:
     from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-    from cloudcoil_sync.admission.request import AdmissionDenied, AdmissionRequest
-    from cloudcoil_sync.admission.routes import AdmissionRoutes
-    from cloudcoil_sync.admission.webhook import AdmissionWebhook
+    from cloudcoil_sync.admission._internal.request import AdmissionDenied, AdmissionRequest
+    from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
+    from cloudcoil_sync.admission._internal.webhook import AdmissionWebhook
 
     table = AdmissionRoutes()
 
@@ -117,7 +117,7 @@ def _wait_eof_then(stop: Callable[[], None]) -> None:
 
 
 def serve_cloudcoil(directory: str, threads: int) -> None:
-    from cloudcoil_sync.admission.server import WebhookHost
+    from cloudcoil_sync.admission._internal.server import WebhookHost
 
     app = build_app()
     host = WebhookHost(

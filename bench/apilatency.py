@@ -13,7 +13,7 @@ bare ``requests`` session per client thread:
 
 It prints the `LatencyModel` these figures imply (medians at one client; slots = PATCH
 throughput at ``--clients`` x PATCH median at one client, rounded, at least 1), the form of
-``cloudcoil_sync.testing.latency.PROFILES``, and, when run on the emulator with a profile,
+``cloudcoil_sync.testing._internal.latency.PROFILES``, and, when run on the emulator with a profile,
 the same table to compare with the real server's.
 """
 
@@ -159,7 +159,8 @@ def main() -> None:
     emulator = None
     kubeconfig = None if args.emulator else args.kubeconfig
     if kubeconfig is None:
-        from cloudcoil_sync.testing import Emulator, serve
+        from cloudcoil_sync.testing import Emulator
+        from cloudcoil_sync.testing._internal import serve
 
         emulator = Emulator(latency=args.profile, log_size=1000).start()
         path = Path(os.environ.get("TMPDIR", "/tmp")) / f"apilatency-{uuid.uuid4().hex}.yaml"

@@ -35,7 +35,7 @@ def raw_session(kubeconfig: str | None, pool: int = 10) -> tuple[requests.Sessio
 
     Credential files given as data are written to a private directory kept with the session.
     """
-    from cloudcoil_sync.client.kubeconfig import load_kubeconfig
+    from cloudcoil_sync.client._internal.kubeconfig import load_kubeconfig
 
     kwargs = load_kubeconfig(kubeconfig)
     unsupported = [k.replace("_", "-") for k in ("proxy_url", "tls_server_name") if kwargs.get(k)]
@@ -209,7 +209,7 @@ class ClusterTarget:
     """The cluster of `kubeconfig` in the role of the emulator child."""
 
     def __init__(self, kubeconfig: str) -> None:
-        from cloudcoil_sync.client.errors import ConfigError
+        from cloudcoil_sync.client._internal.errors import ConfigError
 
         self.path = kubeconfig
         self.counters: dict[str, WatchCounter] = {}

@@ -1,7 +1,7 @@
 """Informer memory per cached object vs the object's raw JSON size (SPEC §9).
 
 For each N (default 1k, 5k, 20k) a fresh child process syncs one ConfigMap informer
-(`cloudcoil_sync.controller.informer.Informer` over the client) against the emulator process
+(the `Informer` of `cloudcoil_sync.controller._internal.informer`) against the emulator process
 and reports: RSS growth from before the informer started to after it synced (gc'd), the
 store's own size (its dict, keys and JSON bytes), the objects' JSON size as served (with
 managedFields) and as cached (without), and, for comparison, what the same objects would
@@ -47,7 +47,7 @@ def child(namespace: str) -> None:
     from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
     from cloudcoil_sync.client import Config
-    from cloudcoil_sync.controller.informer import ClientListWatch, Informer
+    from cloudcoil_sync.controller._internal.informer import ClientListWatch, Informer
 
     url, token, ca = os.environ["BENCH_URL"], os.environ["BENCH_TOKEN"], os.environ["BENCH_CA"]
     config = Config(url, token=token, ca_file=ca, namespace=namespace)

@@ -95,7 +95,7 @@ def _started(stop: threading.Event, exit_at_eof: bool = False) -> None:
 def child_cloudcoil(namespace: str, workers: int) -> None:
     from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-    from cloudcoil_sync import logs
+    from cloudcoil_sync._internal import logs
     from cloudcoil_sync.application import Application
     from cloudcoil_sync.client import Config
 

@@ -37,8 +37,7 @@ from widget_operator import Widget, WidgetSpec, app  # noqa: E402
 
 from cloudcoil_sync.client import Config  # noqa: E402
 from cloudcoil_sync.controller import LeaderElection  # noqa: E402
-from cloudcoil_sync.testing import Emulator  # noqa: E402
-from cloudcoil_sync.testing.tls import CertificateAuthority  # noqa: E402
+from cloudcoil_sync.testing import CertificateAuthority, Emulator  # noqa: E402
 
 JSON = dict[str, Any]
 CHILDREN = (("", "configmaps"), ("apps", "deployments"), ("", "services"))

@@ -1,10 +1,15 @@
-"""cloudcoil_sync.names: the one home of the DNS-1123/1035 rules every layer applies."""
+"""cloudcoil_sync._internal.names: the one home of the DNS-1123/1035 rules every layer applies."""
 
 from __future__ import annotations
 
 import pytest
 
-from cloudcoil_sync.names import dns_label, is_dns1035_label, is_dns_label, is_dns_subdomain
+from cloudcoil_sync._internal.names import (
+    dns_label,
+    is_dns1035_label,
+    is_dns_label,
+    is_dns_subdomain,
+)
 
 LABEL_63 = "a" * 63
 SUBDOMAIN_253 = ".".join([LABEL_63] * 3 + ["b" * 61])  # 3 * 64 + 61 = 253 characters

@@ -1,4 +1,4 @@
-"""cloudcoil_sync.patches: json_diff, guarded diff and admission mutation_patch."""
+"""cloudcoil_sync._internal.patches: json_diff, guarded diff and admission mutation_patch."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import Field, field_validator
 
+from cloudcoil_sync._internal.patches import MutationBase, diff, json_diff, mutation_patch, pointer
 from cloudcoil_sync.crd import custom_resource
-from cloudcoil_sync.patches import MutationBase, diff, json_diff, mutation_patch, pointer
 
 # -- a tiny RFC 6902 applier, independent of the code under test ---------------------------
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+import public_api
 from public_api import SNAPSHOT, public_modules, public_names
 
 
@@ -36,3 +38,20 @@ def test_the_writer_refuses_a_call_without_write() -> None:
     )
     assert done.returncode == 2
     assert done.stderr.strip() == "usage: python tests/public_api.py --write"
+
+
+def test_every_public_package_is_a_facade_over_its_internal_package() -> None:
+    """Implementation lives under ``_internal``; a public package holds only its facade."""
+    root = Path(public_api.__file__).resolve().parent.parent / "cloudcoil_sync"
+    facades = {"__init__.py", "__main__.py", "py.typed"}
+    public = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith("_")]
+    assert {p.name for p in public} >= {"application", "controller", "admission", "client"}
+    outside = sorted(
+        str(path.relative_to(root))
+        for package in [root, *public]
+        for path in package.iterdir()
+        if path.is_file() and path.suffix == ".py" and path.name not in facades
+    )
+    assert not outside, f"implementation modules outside an _internal package: {outside}"
+    for package in public:
+        assert (package / "_internal" / "__init__.py").is_file(), package

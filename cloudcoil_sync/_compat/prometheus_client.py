@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
-from . import changed
+from cloudcoil_sync._compat import changed
 
 __all__ = ["check", "registered"]
 

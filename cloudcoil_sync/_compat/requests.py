@@ -5,7 +5,7 @@ from __future__ import annotations
 from requests import PreparedRequest
 from requests.cookies import RequestsCookieJar
 
-from . import changed
+from cloudcoil_sync._compat import changed
 
 __all__ = ["check", "set_cookie_jar"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from urllib3 import HTTPConnectionPool, PoolManager
 
-from . import changed
+from cloudcoil_sync._compat import changed
 
 __all__ = [
     "HANDED_OVER_SOCKET",

@@ -1,25 +1,21 @@
 """Admission webhooks: typed mutating and validating handlers served over HTTPS.
 
-Routes and their Kubernetes registrations live in `routes`; model-level policies
-(`@mutating`, `@validating`) in `decorators`; the WSGI `AdmissionWebhook` (in
-`webhook`) serves a route table. HTTPS hosting (`server`, which imports waitress)
-is imported only by the runtime, never from here.
+Model-level policies (`@mutating`, `@validating`), the request handlers receive
+(`AdmissionRequest`, `UserInfo`, `Operation`), `AdmissionDenied`, and the WSGI
+`AdmissionWebhook` that serves a route table. Everything else (routes, registrations, the
+HTTPS server) lives in `_internal` and may change in any release.
 """
 
-from .decorators import Operation, mutating, validating
-from .request import AdmissionDenied, AdmissionRequest, UserInfo
-from .routes import AdmissionRoutes, Route, webhook_configurations
-from .webhook import AdmissionWebhook
+from cloudcoil_sync.admission._internal.decorators import Operation, mutating, validating
+from cloudcoil_sync.admission._internal.request import AdmissionDenied, AdmissionRequest, UserInfo
+from cloudcoil_sync.admission._internal.webhook import AdmissionWebhook
 
 __all__ = [
     "AdmissionDenied",
     "AdmissionRequest",
-    "AdmissionRoutes",
     "AdmissionWebhook",
     "Operation",
-    "Route",
     "UserInfo",
     "mutating",
     "validating",
-    "webhook_configurations",
 ]

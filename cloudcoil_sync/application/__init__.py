@@ -1,8 +1,9 @@
 """Applications: one definition that generates manifests, installs and runs an operator."""
 
-from .application import Application
-from .lifecycle import LifecycleEvent, LifecycleType
-from .settings import ConnectionLimits, RBACRule, WebhookServer
+from cloudcoil_sync.application._internal.application import Application
+from cloudcoil_sync.application._internal.cli import build_cli
+from cloudcoil_sync.application._internal.lifecycle import LifecycleEvent, LifecycleType
+from cloudcoil_sync.application._internal.settings import ConnectionLimits, RBACRule, WebhookServer
 
 __all__ = [
     "Application",
@@ -11,4 +12,5 @@ __all__ = [
     "LifecycleType",
     "RBACRule",
     "WebhookServer",
+    "build_cli",
 ]

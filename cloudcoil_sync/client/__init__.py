@@ -15,10 +15,10 @@
 Errors are typed (:class:`NotFound`, :class:`Conflict`, ...; all :class:`ClientError`).
 """
 
-from cloudcoil_sync.client.api import ListResult, ResourceClient
-from cloudcoil_sync.client.auth import Auth, FileToken, StaticToken
-from cloudcoil_sync.client.config import DEFAULT_BURST, DEFAULT_QPS, Config
-from cloudcoil_sync.client.errors import (
+from cloudcoil_sync.client._internal.api import ListResult, ResourceClient
+from cloudcoil_sync.client._internal.auth import Auth, FileToken, StaticToken
+from cloudcoil_sync.client._internal.config import Config
+from cloudcoil_sync.client._internal.errors import (
     AlreadyExists,
     APIError,
     APITimeout,
@@ -39,14 +39,12 @@ from cloudcoil_sync.client.errors import (
     Unauthorized,
     WatchStreamError,
 )
-from cloudcoil_sync.client.exec_auth import ExecProvider
-from cloudcoil_sync.client.fence import WriteFence, WriteFenced
-from cloudcoil_sync.client.rest import RESTMapping, UnknownKind, lookup, register
-from cloudcoil_sync.client.watch import Watch, WatchEvent
+from cloudcoil_sync.client._internal.exec_auth import ExecProvider
+from cloudcoil_sync.client._internal.fence import WriteFenced, fenced
+from cloudcoil_sync.client._internal.rest import UnknownKind
+from cloudcoil_sync.client._internal.watch import Watch, WatchEvent
 
 __all__ = [
-    "DEFAULT_BURST",
-    "DEFAULT_QPS",
     "APIError",
     "APITimeout",
     "AlreadyExists",
@@ -64,7 +62,6 @@ __all__ = [
     "Invalid",
     "ListResult",
     "NotFound",
-    "RESTMapping",
     "ResourceClient",
     "ResourceConflict",
     "ResourceNotFound",
@@ -77,8 +74,6 @@ __all__ = [
     "Watch",
     "WatchEvent",
     "WatchStreamError",
-    "WriteFence",
     "WriteFenced",
-    "lookup",
-    "register",
+    "fenced",
 ]

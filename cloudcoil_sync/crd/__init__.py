@@ -4,9 +4,9 @@ Pydantic validators are Python code the API server never runs: express server-si
 with the model's types and constraints, :class:`CEL` rules, or a validating webhook.
 """
 
-from .decorator import custom_resource
-from .definition import CRD
-from .markers import CEL, ListType, PrinterColumn, SchemaError
+from cloudcoil_sync.crd._internal.decorator import custom_resource
+from cloudcoil_sync.crd._internal.definition import CRD
+from cloudcoil_sync.crd._internal.markers import CEL, ListType, PrinterColumn, SchemaError
 
 # Other packages read a class's own declaration with ``crd.decorator.resource_options``.
 __all__ = ["CEL", "CRD", "ListType", "PrinterColumn", "SchemaError", "custom_resource"]

@@ -73,17 +73,19 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   control plane sharing its machine.
 """
 
-from .api import LogEntry
-from .emulator import Emulator
-from .faults import Faults, InjectedFault
-from .hooks import AdmissionHook, StoreObserver
-from .latency import PROFILES, LatencyModel
-from .status import ApiError
+from cloudcoil_sync.testing._internal.api import LogEntry
+from cloudcoil_sync.testing._internal.emulator import Emulator
+from cloudcoil_sync.testing._internal.faults import Faults, InjectedFault
+from cloudcoil_sync.testing._internal.hooks import AdmissionHook, StoreObserver
+from cloudcoil_sync.testing._internal.latency import PROFILES, LatencyModel
+from cloudcoil_sync.testing._internal.status import ApiError
+from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
 __all__ = [
     "PROFILES",
     "AdmissionHook",
     "ApiError",
+    "CertificateAuthority",
     "Emulator",
     "Faults",
     "InjectedFault",

@@ -1,5 +1,5 @@
-"""``python -m cloudcoil_sync.testing serve``: see :mod:`cloudcoil_sync.testing.serve`."""
+"""``python -m cloudcoil_sync.testing serve``: see :mod:`cloudcoil_sync.testing._internal.serve`."""
 
-from .serve import main
+from cloudcoil_sync.testing._internal.serve import main
 
 main()

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cloudcoil_sync.testing import tls
+from cloudcoil_sync.testing._internal import tls
 
 __all__ = ["CertificateAuthority", "ServingPair"]
 

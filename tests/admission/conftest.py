@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from cloudcoil_sync.admission.limits import ConnectionLimits
-from cloudcoil_sync.admission.server import WebhookHost
+from cloudcoil_sync.admission._internal.limits import ConnectionLimits
+from cloudcoil_sync.admission._internal.server import WebhookHost
 
 from .certs import CertificateAuthority, ServingPair
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-from cloudcoil_sync.admission.request import AdmissionRequest
-from cloudcoil_sync.admission.routes import DEFAULT_MAX_BODY_BYTES, AdmissionRoutes
-from cloudcoil_sync.admission.server import NO_BODY_PATHS, WebhookHost
-from cloudcoil_sync.admission.webhook import AdmissionWebhook
+from cloudcoil_sync.admission._internal.request import AdmissionRequest
+from cloudcoil_sync.admission._internal.routes import DEFAULT_MAX_BODY_BYTES, AdmissionRoutes
+from cloudcoil_sync.admission._internal.server import NO_BODY_PATHS, WebhookHost
+from cloudcoil_sync.admission._internal.webhook import AdmissionWebhook
 
 from .conftest import raw_connect
 from .reviews import review

@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from waiting import wait_until
 
-from cloudcoil_sync.admission.connections import Phase
-from cloudcoil_sync.admission.limits import ConnectionLimits
-from cloudcoil_sync.admission.server import WebhookHost
+from cloudcoil_sync.admission._internal.connections import Phase
+from cloudcoil_sync.admission._internal.limits import ConnectionLimits
+from cloudcoil_sync.admission._internal.server import WebhookHost
 
 from .conftest import _Gates
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-from cloudcoil_sync.admission.deadlines import Watchdog
-from cloudcoil_sync.admission.request import AdmissionRequest
-from cloudcoil_sync.admission.routes import AdmissionRoutes
-from cloudcoil_sync.admission.server import WebhookHost
-from cloudcoil_sync.admission.webhook import AdmissionWebhook
+from cloudcoil_sync.admission._internal.deadlines import Watchdog
+from cloudcoil_sync.admission._internal.request import AdmissionRequest
+from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
+from cloudcoil_sync.admission._internal.server import WebhookHost
+from cloudcoil_sync.admission._internal.webhook import AdmissionWebhook
 
 from .reviews import review
 from .test_http import read_answers, tls_socket

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from cloudcoil_sync.admission.server import WebhookHost
-from cloudcoil_sync.admission.tls import load_server_context
+from cloudcoil_sync.admission._internal.server import WebhookHost
+from cloudcoil_sync.admission._internal.tls import load_server_context
 
 from .certs import CertificateAuthority, ServingPair
 from .conftest import https, raw_connect
@@ -285,7 +285,7 @@ def test_bad_new_pair_keeps_the_old_certificate(
 ) -> None:
     host = host_factory()
     other = authority.issue(tmp_path / "other")
-    with caplog.at_level(logging.ERROR, logger="cloudcoil_sync.admission.tls"):
+    with caplog.at_level(logging.ERROR, logger="cloudcoil_sync.admission._internal.tls"):
         os.replace(other.keyfile, serving.keyfile)  # key no longer matches the certificate
         assert peer_serial(host, client_context) == serving.serial
     assert "Keeping the previous webhook TLS certificate" in caplog.text
@@ -402,10 +402,10 @@ def test_waitress_is_imported_only_by_the_server_module() -> None:
 
     probe = (
         "import sys\n"
-        "import cloudcoil_sync.admission, cloudcoil_sync.admission.webhook\n"
-        "import cloudcoil_sync.admission.tls, cloudcoil_sync.application\n"
+        "import cloudcoil_sync.admission, cloudcoil_sync.admission._internal.webhook\n"
+        "import cloudcoil_sync.admission._internal.tls, cloudcoil_sync.application\n"
         "assert not any(m.startswith('waitress') for m in sys.modules), 'waitress imported'\n"
-        "import cloudcoil_sync.admission.server\n"
+        "import cloudcoil_sync.admission._internal.server\n"
         "assert 'waitress' in sys.modules\n"
     )
     completed = subprocess.run(
@@ -418,7 +418,7 @@ def test_host_from_application_settings(
     serving: ServingPair, client_context: ssl.SSLContext
 ) -> None:
     from cloudcoil_sync.application import ConnectionLimits
-    from cloudcoil_sync.application.settings import WebhookServer
+    from cloudcoil_sync.application._internal.settings import WebhookServer
 
     limits = ConnectionLimits(max_connections=10, max_connections_per_client=2)
     settings = WebhookServer(
@@ -481,7 +481,7 @@ def test_head_and_post_on_health_paths(
 
 
 def test_head_answers_carry_headers_but_no_body() -> None:
-    from cloudcoil_sync.admission.server import OperatorEndpoints
+    from cloudcoil_sync.admission._internal.server import OperatorEndpoints
 
     closed: list[bool] = []
 

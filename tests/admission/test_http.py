@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cloudcoil_sync.admission.server import WebhookHost
+from cloudcoil_sync.admission._internal.server import WebhookHost
 
 from .conftest import raw_connect
 

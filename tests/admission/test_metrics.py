@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
-from cloudcoil_sync.admission.metrics import InstrumentedAdmission
-from cloudcoil_sync.controller.metrics import OperatorMetrics
+from cloudcoil_sync.admission._internal.metrics import InstrumentedAdmission
+from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
 
 from .reviews import call
 

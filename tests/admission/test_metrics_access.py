@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from cloudcoil_sync.admission.metrics_access import MetricsAccess
-from cloudcoil_sync.admission.server import WebhookHost
-from cloudcoil_sync.application.manifests import metrics_reader
+from cloudcoil_sync.admission._internal.metrics_access import MetricsAccess
+from cloudcoil_sync.admission._internal.server import WebhookHost
+from cloudcoil_sync.application._internal.manifests import metrics_reader
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.testing import Emulator
 

@@ -20,11 +20,11 @@ import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 from prometheus_client import CollectorRegistry, generate_latest
 
-from cloudcoil_sync.admission.concurrency import RouteSlots
-from cloudcoil_sync.admission.request import AdmissionRequest
-from cloudcoil_sync.admission.routes import AdmissionRoutes
-from cloudcoil_sync.admission.server import WebhookHost
-from cloudcoil_sync.admission.webhook import AdmissionWebhook
+from cloudcoil_sync.admission._internal.concurrency import RouteSlots
+from cloudcoil_sync.admission._internal.request import AdmissionRequest
+from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
+from cloudcoil_sync.admission._internal.server import WebhookHost
+from cloudcoil_sync.admission._internal.webhook import AdmissionWebhook
 
 from .reviews import call, review
 

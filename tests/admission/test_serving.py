@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-from cloudcoil_sync.admission.request import AdmissionDenied, AdmissionRequest
-from cloudcoil_sync.admission.routes import AdmissionRoutes
-from cloudcoil_sync.admission.server import WebhookHost
-from cloudcoil_sync.admission.webhook import AdmissionWebhook
+from cloudcoil_sync.admission._internal.request import AdmissionDenied, AdmissionRequest
+from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
+from cloudcoil_sync.admission._internal.server import WebhookHost
+from cloudcoil_sync.admission._internal.webhook import AdmissionWebhook
 
 from .conftest import https
 from .reviews import config_map, review

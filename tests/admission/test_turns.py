@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from waiting import wait_until
 
-from cloudcoil_sync.admission.turns import Turns
+from cloudcoil_sync.admission._internal.turns import Turns
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.autoscaling.v1 import Scale
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace
 
-from cloudcoil_sync.admission.request import AdmissionDenied, AdmissionRequest
-from cloudcoil_sync.admission.routes import AdmissionRoutes
-from cloudcoil_sync.admission.webhook import (
+from cloudcoil_sync.admission._internal.request import AdmissionDenied, AdmissionRequest
+from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
+from cloudcoil_sync.admission._internal.webhook import (
     AdmissionWebhook,
     HandlerPool,
     HandlerTimeout,

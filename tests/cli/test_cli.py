@@ -17,8 +17,8 @@ from click.testing import CliRunner, Result
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.application import Application
-from cloudcoil_sync.application.cli import build_cli, main
-from cloudcoil_sync.application.manifests import build_manifests
+from cloudcoil_sync.application._internal.cli import build_cli, main
+from cloudcoil_sync.application._internal.manifests import build_manifests
 
 from .guard_app import app as guard
 from .settings_app import app as settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cloudcoil_sync.testing.tls import CertificateAuthority, ServingCert
+from cloudcoil_sync.testing._internal.tls import CertificateAuthority, ServingCert
 
 Pair = ServingCert
 

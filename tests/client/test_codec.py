@@ -7,7 +7,7 @@ import tracemalloc
 
 import pytest
 
-from cloudcoil_sync.client import codec
+from cloudcoil_sync.client._internal import codec
 
 
 def test_round_trip_keeps_order_unicode_and_numbers() -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 from recordings import exchange
 
-from cloudcoil_sync.client import errors as e
+from cloudcoil_sync.client._internal import errors as e
 
 
 @pytest.mark.parametrize(

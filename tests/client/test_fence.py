@@ -8,8 +8,8 @@ import time
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-from cloudcoil_sync.client import Config, WriteFence, WriteFenced
-from cloudcoil_sync.client.fence import current, fenced
+from cloudcoil_sync.client import Config, WriteFenced
+from cloudcoil_sync.client._internal.fence import WriteFence, current, fenced
 from cloudcoil_sync.testing import Emulator
 
 

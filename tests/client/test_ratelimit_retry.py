@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from cloudcoil_sync.client.ratelimit import TokenBucket
-from cloudcoil_sync.client.retry import RetryPolicy
+from cloudcoil_sync.client._internal.ratelimit import TokenBucket
+from cloudcoil_sync.client._internal.retry import RetryPolicy
 
 
 class FakeClock:

@@ -15,8 +15,8 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace
 from cloudcoil.resources import Resource
 from recordings import exchange
 
-from cloudcoil_sync.client import rest
-from cloudcoil_sync.client.rest import RESTMapping, UnknownKind, lookup, register
+from cloudcoil_sync.client._internal import rest
+from cloudcoil_sync.client._internal.rest import RESTMapping, UnknownKind, lookup, register
 
 
 def _all_models() -> list[type[Resource]]:

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from cloudcoil_sync.client.errors import APIError, api_error
+from cloudcoil_sync.client._internal.errors import APIError, api_error
 
 JSON = dict[str, Any]
 _CLOSE = object()

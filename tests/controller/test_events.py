@@ -7,7 +7,7 @@ import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace
 
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller.events import EVENTS, EventRecorder
+from cloudcoil_sync.controller._internal.events import EVENTS, EventRecorder
 from cloudcoil_sync.testing import Emulator
 
 

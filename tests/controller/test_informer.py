@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from cloudcoil_sync.client.errors import ServerError, TransportError
-from cloudcoil_sync.controller.informer import Informer, InformerFailed
+from cloudcoil_sync.client._internal.errors import ServerError, TransportError
+from cloudcoil_sync.controller._internal.informer import Informer, InformerFailed
 
 from .fake_source import FakeSource, http_error
 

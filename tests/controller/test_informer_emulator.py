@@ -10,7 +10,7 @@ import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller.informer import ClientListWatch, Informer, InformerFailed
+from cloudcoil_sync.controller._internal.informer import ClientListWatch, Informer, InformerFailed
 from cloudcoil_sync.testing import Emulator
 
 Event = tuple[str, str, Any]

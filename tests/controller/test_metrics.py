@@ -3,13 +3,13 @@ import re
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cloudcoil_sync.controller.metrics import (
+from cloudcoil_sync.controller._internal.metrics import (
     CONTENT_TYPE,
     RECONCILE_TIME_BUCKETS,
     WORKQUEUE_BUCKETS,
     OperatorMetrics,
 )
-from cloudcoil_sync.controller.queue import WorkQueue
+from cloudcoil_sync.controller._internal.queue import WorkQueue
 
 
 class FakeClock:

@@ -10,8 +10,8 @@ from cloudcoil.resources import Resource
 from pydantic import Field
 
 from cloudcoil_sync.client import Config, Conflict
-from cloudcoil_sync.controller.persist import persist, split_status, status_only
-from cloudcoil_sync.controller.status import ReconcileStatus, update_status
+from cloudcoil_sync.controller._internal.persist import persist, split_status, status_only
+from cloudcoil_sync.controller._internal.status import ReconcileStatus, update_status
 from cloudcoil_sync.crd import custom_resource
 
 SERVER = "http://kube.test"

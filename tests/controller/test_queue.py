@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from cloudcoil_sync.controller.queue import QueueClosed, WorkQueue
+from cloudcoil_sync.controller._internal.queue import QueueClosed, WorkQueue
 
 
 class FakeClock:

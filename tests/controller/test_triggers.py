@@ -2,13 +2,13 @@ from typing import Any
 
 import pytest
 
-from cloudcoil_sync.controller.triggers import (
+from cloudcoil_sync.controller._internal.triggers import (
     mapped_keys,
     owner_keys,
     primary_key,
     status_only_change,
 )
-from cloudcoil_sync.controller.types import ResourceKey
+from cloudcoil_sync.controller._internal.types import ResourceKey
 
 
 def obj(rv: str, **changes: Any) -> dict[str, Any]:

@@ -16,12 +16,12 @@ from cloudcoil.resources import Resource
 from runtime.widgets import Widget
 
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller.informer import ClientListWatch, Informer
-from cloudcoil_sync.controller.metrics import OperatorMetrics
-from cloudcoil_sync.controller.queue import WorkQueue
-from cloudcoil_sync.controller.status import set_condition, update_status
-from cloudcoil_sync.controller.types import ResourceKey, Result, TerminalError, Wait
-from cloudcoil_sync.controller.worker import PassRunner, WorkerPool
+from cloudcoil_sync.controller._internal.informer import ClientListWatch, Informer
+from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
+from cloudcoil_sync.controller._internal.queue import WorkQueue
+from cloudcoil_sync.controller._internal.status import set_condition, update_status
+from cloudcoil_sync.controller._internal.types import ResourceKey, Result, TerminalError, Wait
+from cloudcoil_sync.controller._internal.worker import PassRunner, WorkerPool
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.testing import Emulator
 
@@ -551,7 +551,7 @@ def test_a_snapshot_older_than_our_write_is_not_reconciled_again(
     )
     assert not runner._is_stale(key, snapshot)
     # Deferral is bounded: after the patience, a stale snapshot is reconciled (and refused).
-    monkeypatch.setattr("cloudcoil_sync.controller.worker.STALE_SNAPSHOT_PATIENCE", 0.0)
+    monkeypatch.setattr("cloudcoil_sync.controller._internal.worker.STALE_SNAPSHOT_PATIENCE", 0.0)
     stale = created
     runner._remember_write(
         key, ConfigMap.model_validate(created), {"metadata": {"resourceVersion": "new"}}

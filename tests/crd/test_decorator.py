@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 import cloudcoil_sync.crd
 from cloudcoil_sync.crd import CRD, PrinterColumn, custom_resource
-from cloudcoil_sync.crd.decorator import CustomResourceOptions, resource_options
+from cloudcoil_sync.crd._internal.decorator import CustomResourceOptions, resource_options
 
 from .widget import Widget
 

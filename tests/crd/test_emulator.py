@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from cloudcoil.models.kubernetes.apiextensions.v1 import CustomResourceDefinition
 
+from cloudcoil_sync._internal.patches import diff
 from cloudcoil_sync.client import Config, Invalid
 from cloudcoil_sync.crd import CRD
-from cloudcoil_sync.patches import diff
 from cloudcoil_sync.testing import Emulator
 
 from .widget import Widget, WidgetStatus

@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from cloudcoil_sync.crd import CRD, ListType, PrinterColumn, SchemaError, custom_resource
-from cloudcoil_sync.crd.schema import structural_schema
+from cloudcoil_sync.crd._internal.schema import structural_schema
 
 from .models import resource_with, spec_schema
 

@@ -8,7 +8,7 @@ from cloudcoil.pydantic import BaseModel
 from cloudcoil.resources import Resource
 from pydantic import Field
 
-from cloudcoil_sync.controller.status import ReconcileStatus
+from cloudcoil_sync.controller._internal.status import ReconcileStatus
 from cloudcoil_sync.crd import CEL, PrinterColumn, custom_resource
 
 

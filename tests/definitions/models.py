@@ -6,7 +6,7 @@ from cloudcoil.pydantic import BaseModel
 from cloudcoil.resources import Resource
 from pydantic import Field
 
-from cloudcoil_sync.controller.status import ReconcileStatus
+from cloudcoil_sync.controller._internal.status import ReconcileStatus
 from cloudcoil_sync.crd import custom_resource
 
 PEM = b"-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"

@@ -8,11 +8,11 @@ import pytest
 from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-from cloudcoil_sync.admission.webhook import AdmissionWebhook
+from cloudcoil_sync.admission._internal.webhook import AdmissionWebhook
 from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Controller
-from cloudcoil_sync.controller.leader import LeaderElection
+from cloudcoil_sync.controller._internal.leader import LeaderElection
 from cloudcoil_sync.crd import CRD
 
 from .models import PEM, Gadget, Widget, WidgetV1
@@ -114,7 +114,7 @@ def test_shared_config_checks(config):
             ValueError, match="Application leader election must share the operator Config"
         ):
             Application("ops", config=config, leader_election=LeaderElection("ops", config=other))
-        from cloudcoil_sync.admission import AdmissionRoutes
+        from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
 
         with pytest.raises(ValueError, match="AdmissionWebhook must share the operator Config"):
             Application("ops", config=config, admission=AdmissionRoutes(config=other))
@@ -260,7 +260,7 @@ def test_settings_types_are_checked():
 
 
 def test_admission_table_passed_to_the_application():
-    from cloudcoil_sync.admission import AdmissionRoutes
+    from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
 
     table = AdmissionRoutes(max_body_bytes=1024)
     table.validating(Deployment, path="/validate/deployments")(noop)
@@ -281,7 +281,7 @@ def test_admission_table_passed_to_the_application():
 
 
 def test_serving_webhook_can_be_passed_as_admission():
-    from cloudcoil_sync.admission import AdmissionRoutes
+    from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
 
     table = AdmissionRoutes()
     table.validating(Deployment, path="/validate/deployments")(noop)

@@ -7,7 +7,7 @@ from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Secret
 
 from cloudcoil_sync.controller import Cases, Controller, ResourceKey, Stage, Stages
-from cloudcoil_sync.controller.definition import Owned
+from cloudcoil_sync.controller._internal.definition import Owned
 
 from .models import Gadget, Widget
 

@@ -13,8 +13,8 @@ from cloudcoil.apimachinery import ObjectMeta
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.controller import Cases, Controller, Result, Stage, Stages, TerminalError, Wait
-from cloudcoil_sync.controller.reporting import PassReport, report_failure
-from cloudcoil_sync.controller.status import get_condition, set_condition, update_status
+from cloudcoil_sync.controller._internal.reporting import PassReport, report_failure
+from cloudcoil_sync.controller._internal.status import get_condition, set_condition, update_status
 
 from .models import Widget
 

@@ -14,8 +14,8 @@ from cloudcoil_sync.application import (
     RBACRule,
     WebhookServer,
 )
-from cloudcoil_sync.application.lifecycle import Lifespans
-from cloudcoil_sync.controller.leader import LeadershipLost
+from cloudcoil_sync.application._internal.lifecycle import Lifespans
+from cloudcoil_sync.controller._internal.leader import LeadershipLost
 
 
 def lifespans() -> Lifespans:

@@ -11,8 +11,12 @@ from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.autoscaling.v1 import Scale
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace
 
-from cloudcoil_sync.admission import AdmissionRoutes, mutating, validating
-from cloudcoil_sync.admission.routes import build_route, webhook_configurations
+from cloudcoil_sync.admission import mutating, validating
+from cloudcoil_sync.admission._internal.routes import (
+    AdmissionRoutes,
+    build_route,
+    webhook_configurations,
+)
 from cloudcoil_sync.application import Application, WebhookServer
 
 from .models import PEM, Gadget, Unmapped, Widget

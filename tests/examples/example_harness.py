@@ -20,7 +20,7 @@ from cloudcoil_sync.application import Application
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import LeaderElection
 from cloudcoil_sync.testing import Emulator
-from cloudcoil_sync.testing.tls import CertificateAuthority
+from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -27,8 +27,8 @@ import pytest
 import yaml
 from example_harness import ROOT, load
 
-from cloudcoil_sync.application.cli import build_cli
-from cloudcoil_sync.testing.serve import cli as emulator_cli
+from cloudcoil_sync.application._internal.cli import build_cli
+from cloudcoil_sync.testing._internal.serve import cli as emulator_cli
 
 DOCS = ROOT / "docs"
 GUIDE = ["index.md", "guide.md", "concepts.md", "cli.md", "rbac.md", "testing.md"]

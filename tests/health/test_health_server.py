@@ -11,7 +11,7 @@ import pytest
 import requests
 from prometheus_client import CollectorRegistry, Counter
 
-from cloudcoil_sync.controller.health import HealthServer, HealthServerError
+from cloudcoil_sync.controller._internal.health import HealthServer, HealthServerError
 
 
 class Probes:

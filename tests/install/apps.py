@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from cloudcoil_sync.application import Application, RBACRule, WebhookServer
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller.leader import LeaderElection
+from cloudcoil_sync.controller._internal.leader import LeaderElection
 from cloudcoil_sync.crd import custom_resource
 
 NAMESPACE = "operators"

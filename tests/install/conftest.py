@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from cloudcoil_sync.application import Application
-from cloudcoil_sync.application.progress import Progress
+from cloudcoil_sync.application._internal.progress import Progress
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.testing import Emulator
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from cloudcoil_sync.application.cli import build_cli
+from cloudcoil_sync.application._internal.cli import build_cli
 from cloudcoil_sync.testing import Emulator
 
 from .apps import gadgets

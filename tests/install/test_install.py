@@ -9,8 +9,12 @@ import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.application import Application
-from cloudcoil_sync.application.install import changed_paths, install, rollout_state
-from cloudcoil_sync.application.progress import InstallConflict, InstallError, InstallTimeout
+from cloudcoil_sync.application._internal.install import changed_paths, install, rollout_state
+from cloudcoil_sync.application._internal.progress import (
+    InstallConflict,
+    InstallError,
+    InstallTimeout,
+)
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.testing import Emulator
 

@@ -7,9 +7,9 @@ import threading
 import time
 from typing import Any
 
-from cloudcoil_sync.application.install import install
+from cloudcoil_sync.application._internal.install import install
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller.leader import LeaderElection
+from cloudcoil_sync.controller._internal.leader import LeaderElection
 from cloudcoil_sync.testing import Emulator
 
 from .apps import NAMESPACE, gadgets

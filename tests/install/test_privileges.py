@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from cloudcoil_sync.application.install import install
+from cloudcoil_sync.application._internal.install import install
 from cloudcoil_sync.client import Config, Forbidden
-from cloudcoil_sync.controller.leader import LeaderElection
+from cloudcoil_sync.controller._internal.leader import LeaderElection
 from cloudcoil_sync.testing import Emulator
 
 from .apps import NAMESPACE, gadgets

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cloudcoil_sync.application.install import rollout_state
+from cloudcoil_sync.application._internal.install import rollout_state
 from cloudcoil_sync.testing import Emulator
 
 DEPLOYMENT: dict[str, Any] = {

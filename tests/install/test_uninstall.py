@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from cloudcoil_sync.application import Application
-from cloudcoil_sync.application.install import install
-from cloudcoil_sync.application.progress import InstallTimeout
-from cloudcoil_sync.application.uninstall import uninstall
+from cloudcoil_sync.application._internal.install import install
+from cloudcoil_sync.application._internal.progress import InstallTimeout
+from cloudcoil_sync.application._internal.uninstall import uninstall
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.testing import Emulator
 

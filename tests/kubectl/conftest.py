@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cloudcoil_sync.testing import Emulator
-from cloudcoil_sync.testing.serve import kubeconfig, write_kubeconfig
+from cloudcoil_sync.testing._internal.serve import kubeconfig, write_kubeconfig
 
 KUBECTL = shutil.which("kubectl")
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]

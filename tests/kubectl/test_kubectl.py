@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from cloudcoil_sync.testing import Emulator
-from cloudcoil_sync.testing.tls import CertificateAuthority
+from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
 from .conftest import Kubectl
 from .session import run_session

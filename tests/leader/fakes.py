@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from cloudcoil_sync.client.errors import (
+from cloudcoil_sync.client._internal.errors import (
     AlreadyExists,
     ClientError,
     Conflict,

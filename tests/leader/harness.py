@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
+from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
 
 
 @dataclass

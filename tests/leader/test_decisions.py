@@ -6,13 +6,13 @@ import re
 
 import pytest
 
-from cloudcoil_sync.client.errors import (
+from cloudcoil_sync.client._internal.errors import (
     Forbidden,
     ServerError,
     TooManyRequests,
     TransportError,
 )
-from cloudcoil_sync.controller.leader import LeaderElection, _is_fatal
+from cloudcoil_sync.controller._internal.leader import LeaderElection, _is_fatal
 
 from .fakes import FakeClock, FakeLeaseAPI, FakeLeaseStore
 

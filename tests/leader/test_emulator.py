@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from waiting import wait_until
 
 from cloudcoil_sync.client import Config, Forbidden
-from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
+from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.testing import Emulator
 
 from .harness import Interval, Recorder, Replica, describe

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cloudcoil_sync.controller.leader import LeaseObserver
+from cloudcoil_sync.controller._internal.leader import LeaseObserver
 
 
 def lease(holder: str, *, renew: str = "2026-01-01T00:00:00.000000Z", **spec: Any) -> dict:

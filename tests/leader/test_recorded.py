@@ -12,7 +12,7 @@ import responses
 from recordings import exchange
 
 from cloudcoil_sync.client import Config, Conflict
-from cloudcoil_sync.controller.leader import LeaderElection, _ClientLeaseAPI
+from cloudcoil_sync.controller._internal.leader import LeaderElection, _ClientLeaseAPI
 
 SERVER = "https://kube.test"
 MICRO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from waiting import wait_until
 
-from cloudcoil_sync.client.errors import Forbidden, ServerError
-from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
+from cloudcoil_sync.client._internal.errors import Forbidden, ServerError
+from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
 
 from .fakes import FakeLeaseAPI, FakeLeaseStore
 from .harness import Recorder, Replica, describe

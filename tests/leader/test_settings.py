@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cloudcoil_sync.controller.leader import LeaderElection
+from cloudcoil_sync.controller._internal.leader import LeaderElection
 
 RANGE = "Require 0 < retry_period < renew_deadline < lease_duration"
 

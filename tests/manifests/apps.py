@@ -16,9 +16,9 @@ from pydantic import BaseModel, Field
 
 from cloudcoil_sync.application import Application, RBACRule, WebhookServer
 from cloudcoil_sync.controller import ReconcileStatus, ResourceKey
-from cloudcoil_sync.controller.definition import Controller
-from cloudcoil_sync.controller.health import HealthServer
-from cloudcoil_sync.controller.leader import LeaderElection
+from cloudcoil_sync.controller._internal.definition import Controller
+from cloudcoil_sync.controller._internal.health import HealthServer
+from cloudcoil_sync.controller._internal.leader import LeaderElection
 from cloudcoil_sync.crd import PrinterColumn, custom_resource
 
 Built = tuple[Application, dict[str, Any]]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cloudcoil_sync.testing.tls import CertificateAuthority
+from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
 
 def make_ca() -> tuple[bytes, bytes]:

@@ -9,11 +9,11 @@ import pytest
 from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace
 
-from cloudcoil_sync.admission.routes import build_route
-from cloudcoil_sync.application.manifests import Definition, assemble, certificates_only
-from cloudcoil_sync.application.rbac import ControllerAccess
-from cloudcoil_sync.application.settings import WebhookServer
-from cloudcoil_sync.controller.health import HealthServer
+from cloudcoil_sync.admission._internal.routes import build_route
+from cloudcoil_sync.application._internal.manifests import Definition, assemble, certificates_only
+from cloudcoil_sync.application._internal.rbac import ControllerAccess
+from cloudcoil_sync.application._internal.settings import WebhookServer
+from cloudcoil_sync.controller._internal.health import HealthServer
 
 
 def handler(request: Any) -> None:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from cloudcoil.resources import parse
 
-from cloudcoil_sync.application.manifests import build_manifests
+from cloudcoil_sync.application._internal.manifests import build_manifests
 
 from .apps import APPS
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from cloudcoil_sync.application.cli import build_cli
-from cloudcoil_sync.application.manifests import build_manifests
+from cloudcoil_sync.application._internal.cli import build_cli
+from cloudcoil_sync.application._internal.manifests import build_manifests
 
 from .apps import APPS
 

@@ -12,7 +12,7 @@ from cloudcoil.models.kubernetes.rbac.v1 import ClusterRole
 from cloudcoil.resources import Resource
 from pydantic import Field
 
-from cloudcoil_sync.application.rbac import (
+from cloudcoil_sync.application._internal.rbac import (
     ControllerAccess,
     RuleAccess,
     infer_permissions,

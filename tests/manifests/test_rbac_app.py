@@ -9,8 +9,8 @@ from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace, Secret, Service
 
 from cloudcoil_sync.application import Application, RBACRule, WebhookServer
-from cloudcoil_sync.application.manifests import build_manifests
-from cloudcoil_sync.controller.events import EventRecorder
+from cloudcoil_sync.application._internal.manifests import build_manifests
+from cloudcoil_sync.controller._internal.events import EventRecorder
 
 from .apps import no_keys
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Secret
 
-from cloudcoil_sync.application.manifests import build_manifests
+from cloudcoil_sync.application._internal.manifests import build_manifests
 from cloudcoil_sync.client import Config, Forbidden
 from cloudcoil_sync.testing import Emulator
 

@@ -14,7 +14,8 @@ from waiting import wait_until  # noqa: F401 (for the tests here)
 from cloudcoil_sync.application import Application
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import LeaderElection
-from cloudcoil_sync.testing import Emulator, serve
+from cloudcoil_sync.testing import Emulator
+from cloudcoil_sync.testing._internal import serve
 
 LABEL = "example.com/manage"
 LEASES = ("coordination.k8s.io", "v1", "leases")

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from cloudcoil_sync.testing import Emulator, serve
-from cloudcoil_sync.testing.api import LogEntry
+from cloudcoil_sync.testing import Emulator
+from cloudcoil_sync.testing._internal import serve
+from cloudcoil_sync.testing._internal.api import LogEntry
 
 REPO = Path(__file__).resolve().parents[2]
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/default/leases/settings"

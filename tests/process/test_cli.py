@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from cloudcoil_sync import logs
+from cloudcoil_sync._internal import logs
 from cloudcoil_sync.application import Application
-from cloudcoil_sync.application.cli import build_cli
+from cloudcoil_sync.application._internal.cli import build_cli
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.testing import Emulator
 

@@ -17,9 +17,9 @@ from cloudcoil_sync.admission import AdmissionRequest
 from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import HealthServer, LeaderElection
-from cloudcoil_sync.controller.health import HealthServerError
+from cloudcoil_sync.controller._internal.health import HealthServerError
 from cloudcoil_sync.testing import Emulator
-from cloudcoil_sync.testing.tls import default_ca
+from cloudcoil_sync.testing._internal.tls import default_ca
 
 from .apps import settings_app
 from .conftest import LEASES, StartApp, wait_until

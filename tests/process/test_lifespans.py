@@ -12,7 +12,7 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 from cloudcoil_sync.application import Application, LifecycleEvent, LifecycleType
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import LeadershipLost
-from cloudcoil_sync.controller.runtime import ControllerRuntime
+from cloudcoil_sync.controller._internal.runtime import ControllerRuntime
 from cloudcoil_sync.testing import Emulator
 
 from .apps import settings_app

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from cryptography import x509
 
-from cloudcoil_sync.application.cli import build_cli
+from cloudcoil_sync.application._internal.cli import build_cli
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import write_kubeconfig

@@ -9,7 +9,7 @@ import time
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller.cache import InformerNotSynced
+from cloudcoil_sync.controller._internal.cache import InformerNotSynced
 from cloudcoil_sync.testing import Emulator
 
 from .apps import settings_app

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-from cloudcoil_sync.admission.limits import ConnectionLimits
-from cloudcoil_sync.admission.request import AdmissionRequest
-from cloudcoil_sync.admission.routes import AdmissionRoutes
-from cloudcoil_sync.admission.server import WebhookHost
-from cloudcoil_sync.admission.webhook import AdmissionWebhook
-from cloudcoil_sync.testing.tls import CertificateAuthority
+from cloudcoil_sync.admission._internal.limits import ConnectionLimits
+from cloudcoil_sync.admission._internal.request import AdmissionRequest
+from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
+from cloudcoil_sync.admission._internal.server import WebhookHost
+from cloudcoil_sync.admission._internal.webhook import AdmissionWebhook
+from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
 PATH = "/mutate/cm"
 

@@ -29,9 +29,9 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 from cloudcoil_sync.admission import AdmissionRequest
 from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.client.errors import APIError
+from cloudcoil_sync.client._internal.errors import APIError
 from cloudcoil_sync.testing import Emulator
-from cloudcoil_sync.testing.tls import CertificateAuthority, ServingCert
+from cloudcoil_sync.testing._internal.tls import CertificateAuthority, ServingCert
 
 from .conftest import CONFIGMAPS, Record, Running, configmap, converge, echo_operator
 

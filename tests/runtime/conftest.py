@@ -10,8 +10,8 @@ import pytest
 
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Controller
-from cloudcoil_sync.controller.metrics import OperatorMetrics
-from cloudcoil_sync.controller.runtime import ControllerRuntime, InformerPool
+from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
+from cloudcoil_sync.controller._internal.runtime import ControllerRuntime, InformerPool
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.testing import Emulator
 

@@ -10,10 +10,10 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.client import Config, Conflict
 from cloudcoil_sync.controller import Controller
-from cloudcoil_sync.controller.children import prune_children
-from cloudcoil_sync.controller.context import Context, Request
-from cloudcoil_sync.controller.store import Store
-from cloudcoil_sync.controller.types import ResourceKey
+from cloudcoil_sync.controller._internal.children import prune_children
+from cloudcoil_sync.controller._internal.context import Context, Request
+from cloudcoil_sync.controller._internal.store import Store
+from cloudcoil_sync.controller._internal.types import ResourceKey
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import Calls, Harness, Widget, conditions, create_widget, stored

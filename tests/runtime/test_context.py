@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from cloudcoil_sync.controller.cache import LabelSelector
-from cloudcoil_sync.controller.context import MAX_EVENTS_PER_PASS, Context, Request
-from cloudcoil_sync.controller.status import get_condition, set_condition
-from cloudcoil_sync.controller.types import ResourceKey
+from cloudcoil_sync.controller._internal.cache import LabelSelector
+from cloudcoil_sync.controller._internal.context import MAX_EVENTS_PER_PASS, Context, Request
+from cloudcoil_sync.controller._internal.status import get_condition, set_condition
+from cloudcoil_sync.controller._internal.types import ResourceKey
 
 from .conftest import Widget
 

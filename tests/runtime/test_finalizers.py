@@ -7,8 +7,8 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.client import Config, Invalid
 from cloudcoil_sync.controller import Controller, Wait
-from cloudcoil_sync.controller.mutations import ensure_finalizer, mutate, remove_finalizer
-from cloudcoil_sync.controller.types import TerminalError
+from cloudcoil_sync.controller._internal.mutations import ensure_finalizer, mutate, remove_finalizer
+from cloudcoil_sync.controller._internal.types import TerminalError
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import Calls, Harness, Widget, conditions, create_widget, stored

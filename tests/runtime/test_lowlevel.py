@@ -6,7 +6,7 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Cases, Controller, Stage, Stages, Wait
-from cloudcoil_sync.controller.context import Request
+from cloudcoil_sync.controller._internal.context import Request
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import Calls, Harness, Widget, conditions, create_widget, stored

@@ -12,7 +12,7 @@ from waiting import wait_until
 
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Controller, ResourceKey, Result, TerminalError, Wait
-from cloudcoil_sync.controller.context import Request
+from cloudcoil_sync.controller._internal.context import Request
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import Calls, Harness

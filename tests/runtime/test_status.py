@@ -9,7 +9,7 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Controller, ResourceKey, Wait
-from cloudcoil_sync.controller.context import Context
+from cloudcoil_sync.controller._internal.context import Context
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import Calls, Harness, Widget, conditions, create_widget, stored

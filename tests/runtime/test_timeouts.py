@@ -9,7 +9,7 @@ import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.client import Config, WriteFenced
-from cloudcoil_sync.client import fence as write_fence
+from cloudcoil_sync.client._internal import fence as write_fence
 from cloudcoil_sync.controller import Context, Controller
 from cloudcoil_sync.testing import Emulator
 

@@ -9,9 +9,9 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Secret
 
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Controller, ResourceKey
-from cloudcoil_sync.controller.context import Context
-from cloudcoil_sync.controller.informer import InformerFailed
-from cloudcoil_sync.controller.runtime import SyncTimeout
+from cloudcoil_sync.controller._internal.context import Context
+from cloudcoil_sync.controller._internal.informer import InformerFailed
+from cloudcoil_sync.controller._internal.runtime import SyncTimeout
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import Calls, Harness, Widget, create_widget

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from cloudcoil_sync.admission import AdmissionRequest, AdmissionWebhook
-from cloudcoil_sync.admission.server import WebhookHost
-from cloudcoil_sync.testing.tls import CertificateAuthority
+from cloudcoil_sync.admission._internal.server import WebhookHost
+from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
 SERVICE_NAMESPACE = "operators"
 SERVICE_NAME = "webhook"

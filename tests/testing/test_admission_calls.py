@@ -15,15 +15,20 @@ from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace, Secret
 
 from cloudcoil_sync.admission import AdmissionDenied, AdmissionRequest, AdmissionWebhook
-from cloudcoil_sync.admission.limits import ConnectionLimits
-from cloudcoil_sync.admission.server import WebhookHost
+from cloudcoil_sync.admission._internal.limits import ConnectionLimits
+from cloudcoil_sync.admission._internal.server import WebhookHost
 from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.client import BadRequest, Config, Forbidden, Invalid, ServerError
 from cloudcoil_sync.testing import Emulator
-from cloudcoil_sync.testing.admission import Attempt, denied, rule_matches, selector_matches
-from cloudcoil_sync.testing.request import Req
-from cloudcoil_sync.testing.resources import Registry
-from cloudcoil_sync.testing.tls import CertificateAuthority
+from cloudcoil_sync.testing._internal.admission import (
+    Attempt,
+    denied,
+    rule_matches,
+    selector_matches,
+)
+from cloudcoil_sync.testing._internal.request import Req
+from cloudcoil_sync.testing._internal.resources import Registry
+from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
 from .admission_server import (
     CONFIG_NAME,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cloudcoil_sync.patches import json_diff
-from cloudcoil_sync.testing.patch import PatchError, apply_json_patch
+from cloudcoil_sync._internal.patches import json_diff
+from cloudcoil_sync.testing._internal.patch import PatchError, apply_json_patch
 
 # -- a reference applier: deep copy, then mutate in place (what the emulator did before) ----
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from cloudcoil_sync.testing import Emulator
-from cloudcoil_sync.testing.protobuf import decode
-from cloudcoil_sync.testing.status import ApiError
+from cloudcoil_sync.testing._internal.protobuf import decode
+from cloudcoil_sync.testing._internal.status import ApiError
 
 from .conftest import Client
 

@@ -16,7 +16,7 @@ from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, ServiceAccount
 
 from cloudcoil_sync.client import Config, Forbidden
-from cloudcoil_sync.testing.serve import cli
+from cloudcoil_sync.testing._internal.serve import cli
 
 READY = "Admin kubeconfig:"
 

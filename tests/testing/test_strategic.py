@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from cloudcoil_sync.testing import Emulator
-from cloudcoil_sync.testing.patch import PatchError
-from cloudcoil_sync.testing.strategic import apply_strategic_merge_patch
+from cloudcoil_sync.testing._internal.patch import PatchError
+from cloudcoil_sync.testing._internal.strategic import apply_strategic_merge_patch
 
 from .conftest import Client
 

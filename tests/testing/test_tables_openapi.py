@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cloudcoil_sync.testing import Emulator
-from cloudcoil_sync.testing.tables import human_duration, wants_table
+from cloudcoil_sync.testing._internal.tables import human_duration, wants_table
 
 from .conftest import Client, configmap
 

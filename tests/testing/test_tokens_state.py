@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from cloudcoil_sync.testing import Emulator
-from cloudcoil_sync.testing.state import StateError
+from cloudcoil_sync.testing._internal.state import StateError
 
 from .conftest import Client
 

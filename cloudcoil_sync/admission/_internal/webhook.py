@@ -1,0 +1,397 @@
+"""`AdmissionWebhook`: the WSGI application that answers AdmissionReview v1 requests.
+
+Each path serves one route. Reviews are parsed strictly and checked against the route
+before any handler runs; handlers are plain functions run under the route's deadline, at
+most the route's own number at once (`RouteSlots`: a stuck route answers 504 for itself
+only; a handler past its deadline is abandoned, never killed, and its late result
+discarded). Served by `WebhookHost`, a handler runs on the request's own thread and
+the host's watchdog answers 504 at the deadline (no thread hand-off per request); under
+any other WSGI server it runs on a pool thread the request waits for. Answers follow
+cloudcoil 0.8: 404 unknown path, 405 not POST, 415 not JSON, 413 too large, 400 malformed
+or mismatched review, 504 deadline, 500 handler defect; otherwise 200 with the
+AdmissionReview response.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import ValidationError
+
+from cloudcoil_sync._internal.patches import MutationBase, mutation_patch
+from cloudcoil_sync.admission._internal.concurrency import RouteSlots
+from cloudcoil_sync.admission._internal.handlers import HandlerPool, HandlerTimeout, PoolClosed
+from cloudcoil_sync.admission._internal.request import (
+    AdmissionDenied,
+    AdmissionRequest,
+    CachedReader,
+    UserInfo,
+)
+from cloudcoil_sync.admission._internal.review import (
+    REVIEW_API_VERSION,
+    InvalidReview,
+    parse_review,
+)
+from cloudcoil_sync.admission._internal.routes import DEFAULT_MAX_BODY_BYTES, AdmissionRoutes, Route
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIEnvironment
+
+    from cloudcoil.resources import Resource
+
+    from cloudcoil_sync.client import Config
+
+# HandlerPool and the review parsing live in `handlers` and `review`; re-exported here.
+__all__ = [
+    "AdmissionWebhook",
+    "HandlerPool",
+    "HandlerTimeout",
+    "InvalidReview",
+    "PoolClosed",
+    "parse_review",
+]
+
+log = logging.getLogger("cloudcoil_sync.admission")
+
+# The host's late-answer hook (cloudcoil_sync.admission._internal.server.LATE_ANSWER; not imported:
+# that module imports waitress).
+_LATE_ANSWER = "cloudcoil.late_answer"
+_INVALID = "Invalid or mismatched admission.k8s.io/v1 AdmissionReview"
+_FAILED = "Admission webhook failed"
+
+
+class AdmissionWebhook(AdmissionRoutes):
+    """The WSGI application answering AdmissionReview v1 requests for its routes.
+
+    As in cloudcoil 0.8 it is also a route table: `AdmissionWebhook(config=...)` then
+    `@webhook.validating(...)` / `@webhook.mutating(...)` / `webhook.register(...)`. Given
+    `routes` (an `AdmissionRoutes`, whose table it then serves live, or routes by path or
+    an iterable of routes) it serves those. `config` backs `request.client(...)`, `cache`
+    backs `request.cached(...)`, `max_workers` bounds each route's concurrent handlers (a
+    route's `max_concurrency` overrides it; see `concurrency`); `close()` joins the
+    handler threads.
+    """
+
+    def __init__(
+        self,
+        routes: AdmissionRoutes | Mapping[str, Route] | Iterable[Route] | None = None,
+        *,
+        config: Config | None = None,
+        cache: CachedReader | None = None,
+        max_body_bytes: int | None = None,
+        max_workers: int = 16,
+    ) -> None:
+        if isinstance(routes, AdmissionRoutes):
+            super().__init__(
+                config=config if config is not None else routes.config,
+                max_body_bytes=max_body_bytes or routes.max_body_bytes,
+            )
+            self.routes = routes.routes  # served live: routes added to `routes` are served
+        else:
+            super().__init__(config=config, max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES)
+            if isinstance(routes, Mapping):
+                self.routes = dict(routes)
+            elif routes is not None:
+                self.routes = {route.path: route for route in routes}
+        self.cache = cache
+        self.pool = HandlerPool(max_workers)
+        # Each route runs at most its own max_concurrency (default max_workers) handlers.
+        self.slots = RouteSlots(max_workers)
+
+    def close(self, timeout: float = 5.0) -> bool:
+        return self.pool.close(timeout)
+
+    # -- WSGI ------------------------------------------------------------------------------
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+        status, document = self.handle(environ)
+        body = json.dumps(document, separators=(",", ":")).encode()
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        if status == 405:
+            headers.append(("Allow", "POST"))
+        start_response(_STATUS[status], headers)
+        return [body]
+
+    def handle(self, environ: WSGIEnvironment) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON document) for one WSGI request."""
+        path = environ.get("PATH_INFO", "")
+        method = environ.get("REQUEST_METHOD", "GET")
+        route = self.routes.get(path)
+        if route is None:
+            if path == "/healthz" and method == "GET":
+                return 200, {"status": "ok"}
+            return 404, {"message": "Unknown webhook path"}
+        if method != "POST":
+            return 405, {"message": "Method not allowed"}
+        media_type = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+        if media_type != "application/json":
+            return 415, {"message": "Expected application/json"}
+        deadline = time.monotonic() + route.timeout_seconds
+        body = self._read_body(environ)
+        if body is None:
+            return 413, {"message": "Request body too large"}
+        try:
+            review = parse_review(body, route)
+        except InvalidReview as error:
+            log.info("Rejected an AdmissionReview on %s: %s", path, error)
+            return 400, {"message": _INVALID}
+        return self._admit(route, review, deadline, environ.get(_LATE_ANSWER))
+
+    def _read_body(self, environ: WSGIEnvironment) -> bytes | None:
+        try:
+            declared = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        declared = max(declared, 0)
+        if declared > self.max_body_bytes:
+            return None
+        stream = environ["wsgi.input"]
+        body: bytes = stream.read(declared) if declared else stream.read(self.max_body_bytes + 1)
+        return None if len(body) > self.max_body_bytes else body
+
+    # -- admission -------------------------------------------------------------------------
+
+    def _admit(
+        self, route: Route, review: dict[str, Any], deadline: float, late: LateAnswer | None
+    ) -> tuple[int, dict[str, Any]]:
+        uid = review["uid"]
+        try:
+            resource = _typed(route, review.get("object"))
+            old_resource = _typed(route, review.get("oldObject"))
+        except ValidationError as error:
+            return 200, _response(uid, False, status=_invalid_status(error))
+        request: AdmissionRequest[Any] = AdmissionRequest(
+            uid=uid,
+            operation=review["operation"],
+            resource=resource,
+            old_resource=old_resource,
+            name=review.get("name", ""),
+            namespace=review.get("namespace", ""),
+            subresource=review.get("subResource", ""),
+            dry_run=review.get("dryRun", False),
+            user_info=_user_info(review.get("userInfo")),
+            options=review.get("options"),
+            raw_object=review.get("object"),
+            raw_old_object=review.get("oldObject"),
+            config=self.config,
+            cache=self.cache,
+        )
+        # What the patch is computed against: the object as received and the typed one's
+        # dumps, taken before the handler can change the request's copies. Validating
+        # routes need neither.
+        received = before = None
+        if route.mutation and resource is not None:
+            received = _json_copy(review["object"])
+            before = MutationBase(resource)
+        outcome = self._run(route, request, deadline, late)
+        if isinstance(outcome, tuple):
+            return outcome
+        if isinstance(outcome, AdmissionDenied):
+            status = {"code": outcome.code, "reason": outcome.reason, "message": outcome.message}
+            return 200, _response(uid, False, status=status)
+        try:
+            patch = _patch(route, received, before, outcome)
+        except Exception:
+            log.exception("Admission handler %s returned an unusable result", _name(route))
+            return 500, {"message": _FAILED}
+        if not patch:
+            return 200, _response(uid, True)
+        encoded = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
+        return 200, _response(uid, True, patchType="JSONPatch", patch=encoded)
+
+    def _run(
+        self,
+        route: Route,
+        request: AdmissionRequest[Any],
+        deadline: float,
+        late: LateAnswer | None,
+    ) -> Any | AdmissionDenied | tuple[int, dict[str, Any]]:
+        """The handler's result, its AdmissionDenied, or a ready (status, document) error."""
+        try:
+            if late is not None:
+                return self._run_here(route, request, deadline, late)
+            return self._run_on_pool(route, request, deadline)
+        except PoolClosed:
+            return 503, {"message": "Admission webhook is shutting down"}
+        except HandlerTimeout as timeout:
+            if timeout.abandoned and late is None:  # else logged when the 504 went out
+                log.warning(
+                    "Admission handler %s exceeded its %ss deadline; abandoned",
+                    _name(route),
+                    route.timeout_seconds,
+                )
+            return 504, {"message": "Admission webhook timed out"}
+        except AdmissionDenied as denied:
+            return denied
+        except BaseException:  # even SystemExit from a handler is the handler's defect
+            log.exception("Admission handler %s failed", _name(route))
+            return 500, {"message": _FAILED}
+
+    def _run_here(
+        self, route: Route, request: AdmissionRequest[Any], deadline: float, late: LateAnswer
+    ) -> Any:
+        """Run the handler on this (the request's) thread; the host answers 504 at the
+        deadline if it is still running, and its late result is then discarded."""
+        if self.pool.closed:
+            raise PoolClosed("The admission webhook is closing")
+        path = route.path
+        if not self.slots.acquire(path, route.max_concurrency, deadline - time.monotonic()):
+            raise HandlerTimeout(abandoned=False)  # never started
+
+        def fired() -> None:
+            log.warning(
+                "Admission handler %s exceeded its %ss deadline; abandoned",
+                _name(route),
+                route.timeout_seconds,
+            )
+
+        timer = late(deadline, _STATUS[504], _TIMED_OUT_HEADERS, _TIMED_OUT_BODY, fired)
+        error: BaseException | None = None
+        try:
+            value = route.handler(request)
+        except BaseException as failure:
+            value, error = None, failure
+        finally:
+            self.slots.release(path)
+        if not timer.cancel():
+            if error is not None:
+                log.info("An abandoned admission handler later failed: %r", error)
+            raise HandlerTimeout(abandoned=True)
+        if error is not None:
+            raise error
+        return value
+
+    def _run_on_pool(self, route: Route, request: AdmissionRequest[Any], deadline: float) -> Any:
+        """Run the handler on a pool thread (other WSGI servers), within the route's slots;
+        an abandoned handler keeps its slot until it returns."""
+        path, handler = route.path, route.handler
+        if not self.slots.acquire(path, route.max_concurrency, deadline - time.monotonic()):
+            raise HandlerTimeout(abandoned=False)
+
+        def call() -> Any:
+            try:
+                return handler(request)
+            finally:
+                self.slots.release(path)
+
+        try:
+            return self.pool.run(call, deadline - time.monotonic())
+        except HandlerTimeout as timeout:
+            if not timeout.abandoned:
+                self.slots.release(path)  # never started: call() will not release it
+            raise
+        except PoolClosed:
+            self.slots.release(path)
+            raise
+
+
+class _Cancellable(Protocol):
+    def cancel(self) -> bool: ...
+
+
+# (deadline, status, headers, body, on_fire) -> a timer whose cancel() is False once the
+# answer was sent (see the host's LATE_ANSWER).
+LateAnswer = Callable[[float, str, list[tuple[str, str]], bytes, Callable[[], None]], _Cancellable]
+
+
+def _name(route: Route) -> str:
+    handler = route.handler
+    return f"{getattr(handler, '__qualname__', handler)!s} ({route.path})"
+
+
+def _typed(route: Route, raw: dict[str, Any] | None) -> Resource | None:
+    return None if raw is None else route.model.model_validate(raw)
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of parsed JSON (dicts, lists, immutable scalars); ~4x copy.deepcopy."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _json_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [_json_copy(item) for item in value]
+    return value
+
+
+def _patch(
+    route: Route, received: dict[str, Any] | None, before: MutationBase | None, after: Any
+) -> list[dict[str, Any]]:
+    if not route.mutation:
+        if after is not None:
+            raise TypeError("Validating handlers return None, or raise AdmissionDenied")
+        return []
+    if after is None:
+        return []
+    if before is None or received is None:
+        raise TypeError("A mutating handler cannot return an object for a DELETE")
+    if not isinstance(after, route.model):
+        raise TypeError(
+            f"Mutating handlers return their {route.model.__name__} or None, "
+            f"not {type(after).__name__}"
+        )
+    return mutation_patch(received, before, after)
+
+
+def _response(uid: str, allowed: bool, **fields: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": REVIEW_API_VERSION,
+        "kind": "AdmissionReview",
+        "response": {"uid": uid, "allowed": allowed, **fields},
+    }
+
+
+def _invalid_status(error: ValidationError) -> dict[str, Any]:
+    problems = [
+        (".".join(str(part) for part in item["loc"]) or "<root>", item["msg"])
+        for item in error.errors(include_url=False, include_input=False)
+    ]
+    summary = "; ".join(f"{where}: {message}" for where, message in problems[:3])
+    causes = [
+        {"reason": "FieldValueInvalid", "field": where[:256], "message": message[:256]}
+        for where, message in problems[:20]
+    ]
+    return {
+        "code": 422,
+        "reason": "Invalid",
+        "message": f"Invalid resource: {summary}",
+        "details": {"causes": causes},
+    }
+
+
+def _user_info(raw: dict[str, Any] | None) -> UserInfo:
+    raw = raw or {}
+    return UserInfo(
+        username=raw.get("username", ""),
+        uid=raw.get("uid", ""),
+        groups=tuple(raw.get("groups") or ()),
+        extra={key: tuple(values) for key, values in (raw.get("extra") or {}).items()},
+    )
+
+
+# -- strict AdmissionReview parsing ----------------------------------------------------------
+
+
+_TIMED_OUT_BODY = json.dumps(
+    {"message": "Admission webhook timed out"}, separators=(",", ":")
+).encode()
+_TIMED_OUT_HEADERS = [
+    ("Content-Type", "application/json"),
+    ("Content-Length", str(len(_TIMED_OUT_BODY))),
+]
+
+_STATUS = {
+    200: "200 OK",
+    400: "400 Bad Request",
+    404: "404 Not Found",
+    405: "405 Method Not Allowed",
+    413: "413 Payload Too Large",
+    415: "415 Unsupported Media Type",
+    500: "500 Internal Server Error",
+    503: "503 Service Unavailable",
+    504: "504 Gateway Timeout",
+}

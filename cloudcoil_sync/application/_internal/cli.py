@@ -1,0 +1,393 @@
+"""The operator's command line (click): ``manifests``, ``install``, ``uninstall``, ``run``,
+``certs``.
+
+``Application.main(argv)`` calls :func:`main`. ``manifests`` lives here; every other command
+lives in its own module, imported only when that command runs, so ``manifests`` never imports
+the runtime (no waitress, no sockets). A command module ``COMMAND_MODULES[name]`` provides
+``command(app) -> click.Command``; it can reuse :func:`deployment_options` and
+:func:`manifest_options` for the flags it shares with ``manifests``. Until its module exists a
+command is a placeholder that accepts its documented flags and says it is unavailable.
+
+Errors are one line on stderr (``Error: ...``), never a traceback for a user mistake:
+exit status 2 for bad flags and invocations (including a missing or unreadable CA), 1 for an
+invalid operator definition and for runtime failures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import importlib.util
+import os
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, TypeVar
+
+import click
+from click.core import ParameterSource
+
+from cloudcoil_sync._internal.script_errors import install_excepthook
+
+__all__ = [
+    "COMMAND_MODULES",
+    "DefinitionError",
+    "build_cli",
+    "deployment_options",
+    "fail",
+    "main",
+    "manifest_options",
+    "operation_options",
+    "run_operation",
+    "run_options",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Module of each runtime command; it must define ``command(app) -> click.Command``.
+COMMAND_MODULES = {
+    "install": "cloudcoil_sync.application._internal.install",
+    "uninstall": "cloudcoil_sync.application._internal.uninstall",
+    "run": "cloudcoil_sync.application._internal.run_cli",
+    "certs": "cloudcoil_sync.application._internal.certs_cli",
+}
+CA_ENV = "CLOUDCOIL_WEBHOOK_CA_FILE"
+USAGE_EXIT = 2
+
+
+class DefinitionError(click.ClickException):
+    """The operator definition itself is invalid (exit status 1)."""
+
+    exit_code = 1
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
+def fail(message: str, exit_code: int = 1) -> NoReturn:
+    """Print ``Error: <message>`` as one line on stderr and exit."""
+    click.echo(f"Error: {_one_line(message)}", err=True)
+    sys.exit(exit_code)
+
+
+class _CommandType(click.ParamType):
+    name = "command"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, list):
+            return value
+        try:
+            parts = shlex.split(value)
+        except ValueError as exc:
+            self.fail(f"cannot split {value!r}: {exc}", param, ctx)
+        if not parts:
+            self.fail("must contain a command", param, ctx)
+        return parts
+
+
+class _ResourcesType(click.ParamType):
+    """``cpu=100m,memory=128Mi`` (or ``none``) as a dict."""
+
+    name = "NAME=QUANTITY,..."
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, dict):
+            return value
+        if value.strip() == "none":
+            return {}
+        out: dict[str, str] = {}
+        for item in value.split(","):
+            name, sep, quantity = item.strip().partition("=")
+            if not sep or not name or not quantity:
+                self.fail(f"{item!r} is not NAME=QUANTITY (e.g. memory=256Mi), or none", param, ctx)
+            out[name] = quantity
+        return out
+
+
+def deployment_options(function: F) -> F:
+    """``--image``, ``--command``, ``--replicas``, ``--without-webhooks``, ``--ca-file``,
+    ``--requests``, ``--limits``."""
+    options = [
+        click.option("--image", help="Container image; adds the operator Deployment."),
+        click.option(
+            "--command",
+            type=_CommandType(),
+            help='Quoted container command before "run" (split like a shell, never run by one).',
+        ),
+        click.option(
+            "--replicas",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            help="Deployment replicas (configure leader election for more than one).",
+        ),
+        click.option(
+            "--without-webhooks",
+            is_flag=True,
+            help="Leave out the webhook Service and registrations (CRDs and RBAC only).",
+        ),
+        click.option(
+            "--ca-file",
+            envvar=CA_ENV,
+            type=click.Path(dir_okay=False),
+            help=f"PEM CA certificate for webhook registrations (or ${CA_ENV}).",
+        ),
+        click.option(
+            "--requests",
+            type=_ResourcesType(),
+            help="Container resource requests, replacing cpu=100m,memory=128Mi (or none).",
+        ),
+        click.option(
+            "--limits",
+            type=_ResourcesType(),
+            help="Container resource limits, replacing memory=512Mi (or none).",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def manifest_options(app: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """Check deployment flags against ``app``; keyword arguments for ``build_manifests``.
+
+    Raises ``click.UsageError``/``click.BadParameter`` (exit 2) for bad invocations.
+    """
+    from cloudcoil_sync.application._internal.manifests import certificates_only
+
+    image, command = params.get("image"), params.get("command")
+    include_webhooks = not params.get("without_webhooks", False)
+    webhook = getattr(app, "webhook", None)
+    if command is not None and image is None:
+        raise click.UsageError("--command requires --image")
+    if image is not None and not image.strip():
+        raise click.BadParameter("must not be empty", param_hint="--image")
+    from cloudcoil_sync.application._internal.images import check_image, check_resources
+    from cloudcoil_sync.application._internal.manifests import DEFAULT_LIMITS, DEFAULT_REQUESTS
+
+    if image is not None:
+        try:
+            check_image(image)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--image") from None
+    requests, limits = params.get("requests"), params.get("limits")
+    try:
+        check_resources(
+            DEFAULT_REQUESTS if requests is None else requests,
+            DEFAULT_LIMITS if limits is None else limits,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if image is not None and webhook is not None and not include_webhooks:
+        raise click.UsageError(
+            "--without-webhooks cannot be combined with --image: the Deployment of this "
+            "operator serves its webhooks (A Deployment for this operator requires its webhook "
+            "TLS configuration)"
+        )
+    ca_bundle = _read_ca(webhook, params.get("ca_file"))
+    if webhook is not None and include_webhooks:
+        effective = webhook.ca_bundle if ca_bundle is None else ca_bundle
+        if not certificates_only(effective):
+            raise click.UsageError(
+                "ca_bundle must contain PEM certificate bytes: pass --ca-file or set "
+                f"{CA_ENV}, or use --without-webhooks"
+            )
+    return {
+        "image": image,
+        "command": command,
+        "replicas": params.get("replicas", 1),
+        "include_webhooks": include_webhooks,
+        "ca_bundle": ca_bundle,
+        "requests": requests,
+        "limits": limits,
+    }
+
+
+def _read_ca(webhook: Any, path: str | None) -> bytes | None:
+    if not path:
+        return None
+    ctx = click.get_current_context(silent=True)
+    from_env = (
+        ctx is not None and ctx.get_parameter_source("ca_file") == ParameterSource.ENVIRONMENT
+    )
+    hint = f"--ca-file (from {CA_ENV})" if from_env else "--ca-file"
+    if webhook is None:
+        raise click.UsageError(f"{hint} requires a webhook server")
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read()
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=hint) from None
+    from cloudcoil_sync.application._internal.manifests import certificates_only
+
+    if not certificates_only(data):
+        raise click.BadParameter(f"{path} contains no PEM certificate", param_hint=hint)
+    return data
+
+
+def run_options(function: F) -> F:
+    """``--log-level`` and ``--log-format`` (also from CLOUDCOIL_LOG_LEVEL/_FORMAT)."""
+    level = click.option(
+        "--log-level",
+        envvar="CLOUDCOIL_LOG_LEVEL",
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False),
+        default="INFO",
+        show_default=True,
+    )
+    fmt = click.option(
+        "--log-format",
+        envvar="CLOUDCOIL_LOG_FORMAT",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+    )
+    return level(fmt(function))
+
+
+def operation_options(what: str, dry_run_help: str) -> Callable[[F], F]:
+    """``--timeout``, ``--dry-run`` and ``--quiet``, shared by ``install`` and ``uninstall``."""
+
+    def decorate(function: F) -> F:
+        options = [
+            click.option(
+                "--timeout",
+                type=click.FloatRange(min=0, min_open=True),
+                default=120.0,
+                show_default=True,
+                help=f"Seconds for the whole {what}.",
+            ),
+            click.option("--dry-run", is_flag=True, help=dry_run_help),
+            click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr."),
+        ]
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def run_operation(operation: Callable[[], Sequence[Any]], *, dry_run: bool) -> None:
+    """Run ``install``/``uninstall``: failures as one line; with ``--dry-run``, print each
+    outcome's ``dry_run_line()``."""
+    from cloudcoil_sync.application._internal.progress import InstallError
+    from cloudcoil_sync.client import ClientError
+
+    try:
+        results = operation()
+    except (InstallError, ClientError) as exc:  # ClientError: no kubeconfig, bad credentials
+        raise click.ClickException(str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise DefinitionError(str(exc)) from None
+    if dry_run:
+        for result in results:
+            click.echo(result.dry_run_line())
+
+
+def manifests_command(app: Any) -> click.Command:
+    """``manifests``: print the install documents as YAML, offline."""
+
+    @click.command(
+        "manifests",
+        help="Print CRDs, RBAC, Service, Deployment and webhook registrations as YAML (offline).",
+    )
+    @deployment_options
+    def manifests(**params: Any) -> None:
+        import yaml
+
+        from cloudcoil_sync.application._internal.manifests import build_manifests
+
+        options = manifest_options(app, params)
+        try:
+            documents = build_manifests(app, **options)
+        except (ValueError, TypeError) as exc:
+            raise DefinitionError(str(exc)) from None
+        click.echo(yaml.safe_dump_all(documents, sort_keys=False), nl=False)
+
+    return manifests
+
+
+def _placeholder(name: str) -> click.Command:
+    def unavailable(**_: Any) -> None:
+        raise click.ClickException(f"'{name}' is not available in this build of cloudcoil_sync")
+
+    if name == "run":
+        return click.command("run", help="Run the operator.")(run_options(unavailable))
+    command = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120)(
+        unavailable
+    )
+    if name == "install":
+        command = deployment_options(
+            click.option("--force", is_flag=True)(click.option("--dry-run", is_flag=True)(command))
+        )
+        return click.command("install", help="Apply the manifests to the cluster.")(command)
+    command = click.option("--include-crds", is_flag=True)(command)
+    return click.command("uninstall", help="Remove what install applied.")(command)
+
+
+class OperatorGroup(click.Group):
+    """The command group of one Application; runtime commands load lazily."""
+
+    def __init__(self, app: Any, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.app = app
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(["manifests", *COMMAND_MODULES])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name == "manifests":
+            return manifests_command(self.app)
+        module_name = COMMAND_MODULES.get(cmd_name)
+        if module_name is None:
+            return None
+        if importlib.util.find_spec(module_name) is None:
+            return _placeholder(cmd_name)
+        factory: Callable[[Any], click.Command] = importlib.import_module(module_name).command
+        return factory(self.app)
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run; errors become one ``Error:`` line on stderr and a non-zero exit status."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+            sys.exit(USAGE_EXIT)
+        except click.ClickException as exc:
+            fail(exc.format_message(), exc.exit_code)
+        except click.Abort:
+            fail("Aborted", 1)
+        except BrokenPipeError:
+            # The reader went away (``manifests | head``): exit quietly, without Python's
+            # "Exception ignored" note when it flushes stdout at exit.
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+        return None
+
+
+def build_cli(app: Any) -> OperatorGroup:
+    """The click group for ``app`` (use with ``click.testing.CliRunner``)."""
+    name = getattr(app, "name", "operator")
+    return OperatorGroup(app, help=f"Manage the {name} operator.")
+
+
+def main(app: Any, argv: Sequence[str] | None = None) -> None:
+    """Parse ``argv`` (default ``sys.argv[1:]``) and run the command; exits non-zero on error."""
+    install_excepthook()  # definition errors raised from here on end as one line too
+    # Models and definitions imported so far live as long as the process: move them out of
+    # the collector's sight, so later collections (and the one at exit) do not rescan them.
+    gc.freeze()
+    build_cli(app).main(args=None if argv is None else list(argv))

@@ -1,0 +1,418 @@
+"""``install``: server-side apply of the manifests, in order, with waits and progress.
+
+CRDs first, each waited for until Established; then ServiceAccount, RBAC, Service and
+Deployment (manifest order), waiting for the Deployment's current revision to be available;
+webhook registrations last, so admission is enabled only once its server serves; finally the
+CRDs' kinds are rediscovered. Every write is server-side apply with the field manager
+``cloudcoil-<app>``, but one: with leader election, a first install (no Deployment yet)
+creates the Lease *released* (no holder) unless it exists, so the first replica takes it at
+once instead of waiting out a lease duration on a Lease it created itself (see
+``controller.leader``); an existing Lease is never touched. The whole run is bounded by
+``timeout``; a failure leaves what was applied (no rollback) and says what was done and what
+was pending. A repeated run changes nothing.
+``dry_run`` sends server-side dry-run applies and reports what each would change.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from cloudcoil_sync.application._internal.progress import (
+    InstallConflict,
+    InstallError,
+    InstallTimeout,
+    OperationDeadline,
+    Progress,
+    Steps,
+    describe,
+    field_manager,
+)
+from cloudcoil_sync.client import (
+    AlreadyExists,
+    ClientError,
+    Config,
+    Conflict,
+    NotFound,
+    UnknownKind,
+)
+
+__all__ = ["Applied", "changed_paths", "command", "install", "rollout_state"]
+
+JSON = dict[str, Any]
+CRD_KIND = "CustomResourceDefinition"
+_LEASES = ("coordination.k8s.io", "v1", "leases")
+WEBHOOKS_NEED_IMAGE = (
+    "Installing webhooks requires image=... to wait for a serving Deployment; "
+    "use include_webhooks=False to install only CRDs and RBAC"
+)
+#: Metadata the server maintains; never a difference the user made.
+_VOLATILE = {"managedFields", "resourceVersion", "generation", "uid", "creationTimestamp"}
+
+
+@dataclass
+class Applied:
+    """One object's apply outcome: ``created``, ``configured`` or ``unchanged``."""
+
+    object: str
+    action: str
+    fields: list[str] = field(default_factory=list)
+
+    def dry_run_line(self) -> str:
+        word = {"configured": "changed"}.get(self.action, self.action)
+        return f"{word} {self.object}" + (f": {', '.join(self.fields)}" if self.fields else "")
+
+
+def install(
+    app: Any,
+    *,
+    image: str | None = None,
+    command: Sequence[str] | None = None,
+    replicas: int = 1,
+    include_webhooks: bool = True,
+    ca_bundle: bytes | None = None,
+    requests: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
+    timeout: float = 120.0,
+    force: bool = False,
+    dry_run: bool = False,
+    config: Config | None = None,
+    progress: Progress | None = None,
+) -> list[Applied]:
+    """Apply ``app``'s manifests (see the module docstring); returns each object's outcome.
+
+    Raises ``ValueError`` for bad options or definitions (before any request),
+    :class:`InstallConflict`, :class:`InstallTimeout` or :class:`InstallError` otherwise.
+    """
+    from cloudcoil_sync.application._internal.manifests import build_manifests
+
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise ValueError("Installation timeout must be finite and positive")
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError("Installation timeout must be finite and positive")
+    if include_webhooks and getattr(app, "webhook", None) is not None and image is None:
+        raise ValueError(WEBHOOKS_NEED_IMAGE)
+    documents = build_manifests(
+        app,
+        image=image,
+        command=command,
+        replicas=replicas,
+        include_webhooks=include_webhooks,
+        ca_bundle=ca_bundle,
+        requests=requests,
+        limits=limits,
+    )
+    crds = [d for d in documents if d["kind"] == CRD_KIND]
+    ordered = crds + [d for d in documents if d["kind"] != CRD_KIND]
+    cfg = config or getattr(app, "config", None)
+    owned = cfg is None
+    cfg = cfg or load_config(app.namespace, timeout)
+    try:
+        installer = _Installer(
+            cfg,
+            field_manager(app.name),
+            OperationDeadline(timeout),
+            progress or Progress(),
+            force,
+            dry_run,
+        )
+        election = getattr(app, "leader_election", None)
+        lease = None
+        if election is not None:
+            lease = (election.name, election.namespace or app.namespace)
+        return installer.run(ordered, wait_rollout=image is not None, lease=lease)
+    finally:
+        if owned:
+            cfg.close()
+
+
+def load_config(namespace: str, timeout: float) -> Config:
+    """kubeconfig or in-cluster; no single request outlives the whole operation."""
+    return Config.load(namespace=namespace, timeout=min(30.0, timeout), max_retries=3)
+
+
+class _Installer(Steps):
+    def __init__(
+        self,
+        config: Config,
+        manager: str,
+        deadline: OperationDeadline,
+        progress: Progress,
+        force: bool,
+        dry_run: bool,
+    ) -> None:
+        super().__init__(config, manager, deadline, progress, dry_run)
+        self.force = force
+
+    def run(
+        self, documents: list[JSON], *, wait_rollout: bool, lease: tuple[str, str] | None = None
+    ) -> list[Applied]:
+        self.begin(documents)
+        results: list[Applied] = []
+        for doc in documents:
+            what = describe(doc)
+            if self.deadline.expired:
+                raise self.fail(self.timed_out(f"before applying {what}"), InstallTimeout)
+            if lease is not None and doc["kind"] == "Deployment":
+                # An existing Deployment may run a leader: leave a missing Lease to the
+                # candidates, who then wait out a lease duration (it may hide a live leader).
+                if self._absent(doc):
+                    results.extend(self._released_lease(*lease))
+                lease = None
+            results.append(self._apply(doc))
+            self.finished(what)
+            if self.dry_run:
+                continue
+            if doc["kind"] == CRD_KIND:
+                self._wait(doc, "established", crd_state)
+            elif doc["kind"] == "Deployment" and wait_rollout:
+                self._wait(doc, "available", rollout_state)
+        if lease is not None:  # no Deployment here: the operator runs elsewhere
+            results.extend(self._released_lease(*lease))
+        crds = [d for d in documents if d["kind"] == CRD_KIND]
+        if crds and not self.dry_run:
+            self._rediscover(crds)
+        self._summary(results)
+        return results
+
+    def _client(self, doc: JSON) -> Any:
+        mapping = self.config.mapper.resolve(doc)
+        return self.config.client((mapping.group, mapping.version, mapping.plural))
+
+    def _apply(self, doc: JSON) -> Applied:
+        what = describe(doc)
+        try:
+            client = self._client(doc)
+            before = _get(client, doc)
+            after = client.apply(
+                doc, field_manager=self.manager, force=self.force, dry_run=self.dry_run
+            )
+        except Conflict as exc:
+            raise self._conflict(what, exc) from None
+        except NotFound as exc:
+            namespace = doc["metadata"].get("namespace")
+            hint = f" (create namespace {namespace} first)" if exc.kind == "namespaces" else ""
+            raise self.fail(f"applying {what} failed: {exc}{hint}") from None
+        except (ClientError, UnknownKind) as exc:
+            raise self.fail(f"applying {what} failed: {exc}") from None
+        if before is None:
+            result = Applied(what, "created")
+        else:
+            paths = changed_paths(before, after)
+            same_version = _rv(before) == _rv(after) and not self.dry_run
+            result = Applied(what, "unchanged" if same_version or not paths else "configured")
+            result.fields = [] if result.action == "unchanged" else paths
+        if not self.dry_run:
+            fields = f" ({', '.join(result.fields)})" if result.fields else ""
+            self.progress.line(f"applied {what}: {result.action}{fields}")
+        return result
+
+    def _absent(self, doc: JSON) -> bool:
+        try:
+            return _get(self._client(doc), doc) is None
+        except (ClientError, UnknownKind) as exc:
+            raise self.fail(f"reading {describe(doc)} failed: {exc}") from None
+
+    def _released_lease(self, name: str, namespace: str) -> list[Applied]:
+        """Create the leader-election Lease with no holder, if it does not exist; a dry run
+        returns it as an outcome to list (it is not one of the applied manifests)."""
+        what = f"Lease {namespace}/{name}"
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"holderIdentity": "", "leaseTransitions": 0},
+        }
+        try:
+            self.config.client(_LEASES).create(
+                lease, namespace=namespace, field_manager=self.manager, dry_run=self.dry_run
+            )
+        except AlreadyExists:
+            return []  # held or released by a candidate already: never touched
+        except ClientError as exc:
+            raise self.fail(f"creating {what} failed: {exc}") from None
+        detail = "released, the first replica leads at once"
+        if self.dry_run:  # listed with what would be applied
+            return [Applied(what, "created", [detail])]
+        self.progress.line(f"created {what}: {detail}")
+        return []
+
+    def _conflict(self, what: str, exc: Conflict) -> InstallError:
+        causes = [c for c in exc.causes if c.get("reason") == "FieldManagerConflict"]
+        if not causes:
+            return self.fail(f"applying {what} failed: {exc}")
+        message = str(causes[0].get("message", ""))
+        manager = message.split('"')[1] if message.count('"') >= 2 else message
+        return InstallConflict(
+            what,
+            manager,
+            str(causes[0].get("field", "?")),
+            len(causes) - 1,
+            done=self.done,
+            pending=self.pending,
+            verb=self.verb,
+        )
+
+    def _wait(self, doc: JSON, label: str, check: Callable[[JSON, JSON], tuple[bool, str]]) -> None:
+        what = describe(doc)
+        since = time.monotonic()
+        client = self._client(doc)
+        while True:
+            try:
+                obj = _get(client, doc)
+            except ClientError as exc:
+                raise self.fail(f"reading {what} failed: {exc}") from None
+            if obj is None:
+                raise self.fail(f"{what} disappeared while waiting for it to be {label}")
+            ready, state = check(doc, obj)
+            if ready:
+                self.progress.done(f"{what} is {label}", since)
+                return
+            if state.startswith("rejected"):
+                raise self.fail(f"CRD name rejected: {doc['metadata']['name']} ({state})")
+            self.progress.waiting(f"{what} to be {label}", state)
+            if self.deadline.expired:
+                where = f"waiting for {what} to be {label} ({state})"
+                raise self.fail(self.timed_out(where), InstallTimeout)
+            self.deadline.sleep()
+
+    def _rediscover(self, crds: list[JSON]) -> None:
+        for crd in crds:
+            spec = crd["spec"]
+            for version in spec.get("versions") or []:
+                target = (spec["group"], version["name"], spec["names"]["plural"])
+                try:
+                    self.config.mapper.resolve(target)
+                except (ClientError, UnknownKind) as exc:
+                    raise self.fail(f"discovery after installing {describe(crd)}: {exc}") from None
+        self.progress.line("discovery refreshed")
+
+    def _summary(self, results: list[Applied]) -> None:
+        counts = {a: sum(r.action == a for r in results) for a in ("created", "configured")}
+        unchanged = len(results) - sum(counts.values())
+        parts = [f"{n} {a}" for a, n in counts.items() if n] + [f"{unchanged} unchanged"]
+        seconds = self.progress.elapsed()
+        if self.dry_run:
+            changes = ", ".join(p.replace("configured", "changed") for p in parts)
+            line = f"dry run: {len(results)} objects ({changes}); nothing was changed"
+        elif unchanged == len(results):
+            line = f"install: nothing to change, {len(results)} objects up to date"
+        else:
+            line = f"installed {len(results)} objects in {seconds:.1f} s ({', '.join(parts)})"
+        self.progress.line(line)
+
+
+def _get(client: Any, doc: JSON) -> JSON | None:
+    meta = doc["metadata"]
+    try:
+        obj: JSON = client.get(meta["name"], namespace=meta.get("namespace"))
+    except NotFound:
+        return None
+    return obj
+
+
+def _rv(obj: JSON) -> Any:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+def crd_state(doc: JSON, obj: JSON) -> tuple[bool, str]:
+    """(established, state); a state starting with "rejected" means NamesAccepted=False."""
+    conditions = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+    names = conditions.get("NamesAccepted") or {}
+    if names.get("status") == "False":
+        return False, f"rejected: {names.get('reason', '')} {names.get('message', '')}".strip()
+    established = conditions.get("Established") or {}
+    if established.get("status") == "True":
+        return True, "Established"
+    return False, f"Established={established.get('status', 'unknown')}"
+
+
+def rollout_state(doc: JSON, obj: JSON) -> tuple[bool, str]:
+    """(current revision available, state) for a Deployment, as the reference decides it."""
+    want = int((doc.get("spec") or {}).get("replicas", 1))
+    status = obj.get("status") or {}
+    generation = int((obj.get("metadata") or {}).get("generation", 1))
+    observed = int(status.get("observedGeneration", 0))
+    updated = int(status.get("updatedReplicas", 0))
+    available = int(status.get("availableReplicas", 0))
+    old = int(status.get("replicas", 0)) - updated
+    ready = observed >= generation and updated >= want and available >= want and old == 0
+    if observed < generation:
+        return ready, f"generation {generation} not yet observed"
+    state = f"{updated}/{want} updated, {available}/{want} available"
+    state += f", {old} old replicas" if old > 0 else ""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Progressing" and condition.get("status") == "False":
+            state += f", {condition.get('reason')}: {condition.get('message', '')}".rstrip(": ")
+    return ready, state
+
+
+def changed_paths(before: Any, after: Any, path: str = "") -> list[str]:
+    """Field paths (``.spec.replicas``, ``.spec.containers[name=x].image``) that differ,
+    ignoring status and server-maintained metadata."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out: list[str] = []
+        for key in sorted(set(before) | set(after), key=str):
+            if (path == "" and key == "status") or (path == ".metadata" and key in _VOLATILE):
+                continue
+            if before.get(key) != after.get(key):
+                out += changed_paths(before.get(key), after.get(key), f"{path}.{key}")
+        return out
+    if isinstance(before, list) and isinstance(after, list) and before != after:
+        keyed = _by_name(before), _by_name(after)
+        if keyed[0] is not None and keyed[1] is not None and keyed[0].keys() == keyed[1].keys():
+            out = []
+            for name in keyed[0]:
+                out += changed_paths(keyed[0][name], keyed[1][name], f"{path}[name={name}]")
+            return out
+    return [path] if before != after else []
+
+
+def _by_name(items: list[Any]) -> dict[str, Any] | None:
+    if not all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items):
+        return None
+    named = {i["name"]: i for i in items}
+    return named if len(named) == len(items) else None
+
+
+# -- command line -------------------------------------------------------------------------------
+
+
+def command(app: Any) -> click.Command:
+    """``install``: the manifests' flags plus --timeout, --force, --dry-run, --quiet."""
+    from cloudcoil_sync.application._internal.cli import (
+        deployment_options,
+        manifest_options,
+        operation_options,
+        run_operation,
+    )
+
+    @click.command("install", help="Apply the manifests with server-side apply and wait for them.")
+    @deployment_options
+    @click.option("--force", is_flag=True, help="Take ownership of fields other managers own.")
+    @operation_options("installation", "Server-side dry run: show what would change.")
+    def install_command(
+        timeout: float, force: bool, dry_run: bool, quiet: bool, **params: Any
+    ) -> None:
+        if not math.isfinite(timeout):
+            raise click.BadParameter("must be finite", param_hint="--timeout")
+        options = manifest_options(app, params)
+        if options["include_webhooks"] and app.webhook is not None and options["image"] is None:
+            raise click.UsageError(
+                "Installing webhooks requires --image to wait for a serving Deployment; "
+                "use --without-webhooks to install only CRDs and RBAC"
+            )
+        progress = Progress(quiet=quiet)
+        run_operation(
+            lambda: install(
+                app, **options, timeout=timeout, force=force, dry_run=dry_run, progress=progress
+            ),
+            dry_run=dry_run,
+        )
+
+    return install_command

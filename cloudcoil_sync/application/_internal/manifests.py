@@ -1,0 +1,415 @@
+"""Offline manifests: CRDs, ServiceAccount, RBAC, Service, Deployment, webhook registrations.
+
+``build_manifests(app, ...)`` returns plain dicts in install order (the reference's order and
+shape, plus the Deployment's liveness probe, health-server probes and secure defaults). It
+reads no kubeconfig, certificate or key file and opens no connection; only certificate blocks
+of the CA bundle reach the output, so private keys never appear.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from cloudcoil_sync._internal.names import dns_label
+from cloudcoil_sync.application._internal.images import check_image, check_resources
+from cloudcoil_sync.application._internal.rbac import ControllerAccess, infer_permissions
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "DEFAULT_REQUESTS",
+    "TMP_SIZE_LIMIT",
+    "Definition",
+    "assemble",
+    "build_manifests",
+    "certificates_only",
+    "describe",
+    "grace_period",
+]
+
+NAME_LABEL = "app.kubernetes.io/name"
+#: The operator container's default resources: room for the models import (~80 MB) and caches.
+DEFAULT_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
+DEFAULT_LIMITS = {"memory": "512Mi"}
+#: The writable /tmp of the read-only root filesystem (node disk otherwise unbounded).
+TMP_SIZE_LIMIT = "64Mi"
+#: Seconds beyond the drain before the kubelet's SIGKILL; never below Kubernetes' default.
+_GRACE_MARGIN = 5
+_DEFAULT_GRACE = 30
+TLS_MOUNT = "webhook-tls"
+_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.S)
+
+
+@dataclass
+class Definition:
+    """The parts of an Application that manifests depend on (see :func:`describe`).
+
+    ``crds`` pairs each CRD's model with its manifest; ``lease`` is (name, namespace or None);
+    ``webhook`` is a ``WebhookServer`` and ``routes`` its admission routes; ``health`` a
+    ``HealthServer``; ``shutdown_timeout`` bounds the drain on SIGTERM (controllers, then the
+    webhook server). ``selector_namespaces`` maps a primary (group, version, kind) to the
+    namespaces its controllers watch (None: all), for default webhook namespace selectors.
+    """
+
+    name: str
+    namespace: str
+    controllers: list[ControllerAccess] = field(default_factory=list)
+    crds: list[tuple[type[Any], dict[str, Any]]] = field(default_factory=list)
+    rules: Sequence[Any] = ()
+    lease: tuple[str, str | None] | None = None
+    webhook: Any = None
+    routes: Sequence[Any] = ()
+    health: Any = None
+    shutdown_timeout: float = 0.0
+    selector_namespaces: Mapping[tuple[str, str, str], Iterable[str | None]] = field(
+        default_factory=dict
+    )
+
+
+def certificates_only(bundle: bytes) -> bytes:
+    """The PEM certificate blocks of ``bundle``; anything else (keys!) is dropped."""
+    blocks = _CERTIFICATE.findall(bundle or b"")
+    return b"".join(block.replace(b"\r\n", b"\n") + b"\n" for block in blocks)
+
+
+def _check_options(image: Any, command: Any, replicas: Any) -> None:
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ValueError("replicas must be a positive integer")
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        raise ValueError("image must be nonempty")
+    if image is not None:
+        check_image(image)
+    if command is not None and (
+        isinstance(command, str | bytes)
+        or not command
+        or any(not isinstance(arg, str) or not arg for arg in command)
+    ):
+        raise ValueError("command must be a nonempty sequence of arguments")
+    if image is None and command is not None:
+        raise ValueError("command requires image")
+
+
+def assemble(
+    definition: Definition,
+    *,
+    image: str | None = None,
+    command: Sequence[str] | None = None,
+    replicas: int = 1,
+    include_webhooks: bool = True,
+    ca_bundle: bytes | None = None,
+    requests: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Manifests of a described definition, in install order.
+
+    ``requests``/``limits`` replace the container's default resources (``DEFAULT_REQUESTS``,
+    ``DEFAULT_LIMITS``); an empty mapping leaves that part out.
+    """
+    name = dns_label(definition.name, "Application name")
+    namespace = dns_label(definition.namespace, "Application namespace")
+    crd_names = [manifest["metadata"]["name"] for _, manifest in definition.crds]
+    if len(set(crd_names)) != len(crd_names):
+        raise ValueError(
+            "CRDs must have distinct metadata.name values; multi-version CRDs are not supported"
+        )
+    _check_options(image, command, replicas)
+    resources = check_resources(
+        dict(DEFAULT_REQUESTS if requests is None else requests),
+        dict(DEFAULT_LIMITS if limits is None else limits),
+    )
+    webhook = definition.webhook if include_webhooks else None
+    if image is not None and definition.webhook is not None and not include_webhooks:
+        raise ValueError("A Deployment for this operator requires its webhook TLS configuration")
+
+    secure_metrics = webhook is not None and webhook.secure_metrics
+    permissions = infer_permissions(
+        namespace=namespace,
+        controllers=definition.controllers,
+        rules=[*definition.rules, *(_metrics_auth_rules() if secure_metrics else ())],
+        crds=definition.crds,
+        lease=definition.lease,
+    )
+    documents = [manifest for _, manifest in sorted(definition.crds, key=_crd_name)]
+    documents.append(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace)}
+    )
+    documents.extend(permissions.documents(name=name, namespace=namespace))
+    if secure_metrics:
+        documents.append(metrics_reader(name, namespace))
+    if webhook is not None:
+        dns_label(webhook.tls_secret, "TLS Secret name")
+        documents.append(service(name, namespace, webhook.service_port))
+    if image is not None:
+        documents.append(
+            deployment(
+                name,
+                namespace,
+                image=image,
+                command=command,
+                replicas=replicas,
+                webhook=webhook,
+                health=definition.health,
+                resources=resources,
+                grace=grace_period(definition.shutdown_timeout),
+            )
+        )
+    if webhook is not None:
+        documents.extend(_webhook_configurations(definition, webhook, ca_bundle))
+    return documents
+
+
+def _metrics_auth_rules() -> list[Any]:
+    """What serving `/metrics` securely needs: creating TokenReviews and SubjectAccessReviews."""
+    from cloudcoil.models.kubernetes.authentication.v1 import TokenReview
+    from cloudcoil.models.kubernetes.authorization.v1 import SubjectAccessReview
+
+    from cloudcoil_sync.application._internal.settings import RBACRule
+
+    return [RBACRule(TokenReview, ("create",)), RBACRule(SubjectAccessReview, ("create",))]
+
+
+def metrics_reader(name: str, namespace: str) -> dict[str, Any]:
+    """The ClusterRole a scraper (e.g. Prometheus's ServiceAccount) is bound to, to read
+    `/metrics` (kubebuilder's `metrics-reader`); not bound to anyone here."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": f"{name}.{namespace}-metrics-reader"},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    }
+
+
+def _crd_name(item: tuple[type[Any], dict[str, Any]]) -> str:
+    return str(item[1]["metadata"]["name"])
+
+
+def _meta(name: str, namespace: str) -> dict[str, str]:
+    return {"name": name, "namespace": namespace}
+
+
+def service(name: str, namespace: str, port: int) -> dict[str, Any]:
+    """The Service that fronts the webhook port of every replica."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(name, namespace),
+        "spec": {
+            "selector": {NAME_LABEL: name},
+            "ports": [{"name": "webhook", "port": port, "targetPort": "webhook"}],
+        },
+    }
+
+
+def _reachable(host: str, what: str) -> None:
+    # The kubelet probes and the Service connect to the Pod IP, never to its loopback.
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        raise ValueError(
+            f"The Deployment cannot reach {what} bound to {host}; "
+            f'bind it to all interfaces (host="0.0.0.0") for in-cluster use'
+        )
+
+
+def _probes(port: str, scheme: str) -> dict[str, Any]:
+    return {
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": port, "scheme": scheme}},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": port, "scheme": scheme}},
+    }
+
+
+def _tls_volume(webhook: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    cert, key = PurePosixPath(webhook.certfile), PurePosixPath(webhook.keyfile)
+    if (
+        not cert.is_absolute()
+        or not key.is_absolute()
+        or cert.parent != key.parent
+        or cert == key
+        or cert.parent == PurePosixPath("/")
+        or ".." in cert.parts
+        or ".." in key.parts
+    ):
+        raise ValueError(
+            "Deployment TLS files must be distinct absolute paths in the same non-root directory"
+        )
+    mount = {"name": TLS_MOUNT, "mountPath": str(cert.parent), "readOnly": True}
+    volume = {
+        "name": TLS_MOUNT,
+        "secret": {
+            "secretName": webhook.tls_secret,
+            "items": [{"key": "tls.crt", "path": cert.name}, {"key": "tls.key", "path": key.name}],
+        },
+    }
+    return mount, volume
+
+
+def grace_period(shutdown_timeout: float) -> int:
+    """``terminationGracePeriodSeconds`` for a drain bounded by ``shutdown_timeout``."""
+    return max(_DEFAULT_GRACE, math.ceil(shutdown_timeout) + _GRACE_MARGIN)
+
+
+def deployment(
+    name: str,
+    namespace: str,
+    *,
+    image: str,
+    command: Sequence[str] | None,
+    replicas: int,
+    webhook: Any,
+    health: Any,
+    resources: dict[str, Any] | None = None,
+    grace: int = _DEFAULT_GRACE,
+) -> dict[str, Any]:
+    """The operator Deployment: one ``operator`` container running ``run``.
+
+    Probes use the webhook listener (HTTPS) or else a ``HealthServer`` (HTTP). The pod runs
+    with ``runAsNonRoot``, so the image must declare a numeric non-root ``USER``.
+    """
+    container: dict[str, Any] = {
+        "name": "operator",
+        "image": image,
+        "args": ["run"],
+        "env": [
+            {
+                "name": "CLOUDCOIL_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            }
+        ],
+    }
+    if command is not None:
+        container["command"] = list(command)
+    # A read-only root filesystem still needs a writable /tmp (tempfile, libraries).
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}}]
+    if webhook is not None:
+        _reachable(webhook.host, "the webhook server")
+        mount, volume = _tls_volume(webhook)
+        container["ports"] = [{"name": "webhook", "containerPort": webhook.port}]
+        container.update(_probes("webhook", "HTTPS"))
+        mounts.insert(0, mount)
+        volumes.insert(0, volume)
+    elif health is not None:
+        _reachable(health.host, "the health server")
+        if not health.port:
+            raise ValueError("A Deployment needs a fixed HealthServer port (not 0) for its probes")
+        container["ports"] = [{"name": "health", "containerPort": health.port}]
+        container.update(_probes("health", "HTTP"))
+    if resources:
+        container["resources"] = resources
+    container["volumeMounts"] = mounts
+    container["securityContext"] = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    labels = {NAME_LABEL: name}
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": name,
+        "terminationGracePeriodSeconds": grace,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(name, namespace),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+        },
+    }
+
+
+def _webhook_configurations(
+    definition: Definition, webhook: Any, ca_bundle: bytes | None
+) -> list[dict[str, Any]]:
+    from cloudcoil_sync.admission._internal.routes import webhook_configurations
+
+    bundle = certificates_only(webhook.ca_bundle if ca_bundle is None else ca_bundle)
+    return webhook_configurations(
+        definition.routes,
+        name=f"{definition.name}.{definition.namespace}.cloudcoil.io",
+        service_name=definition.name,
+        service_namespace=definition.namespace,
+        ca_bundle=bundle,
+        service_port=webhook.service_port,
+        controller_namespaces=definition.selector_namespaces,
+    )
+
+
+def describe(app: Any) -> Definition:
+    """Validate ``app`` offline (no Config, no discovery) and read what manifests need."""
+    from cloudcoil_sync.application._internal.composition import controller_namespaces, validate
+
+    # validate_definition() without freezing; its admission table saves a second pass.
+    table = validate(app)
+    election = app.leader_election
+    return Definition(
+        name=app.name,
+        namespace=app.namespace,
+        controllers=[_access(controller, app.namespace) for controller in app.controllers],
+        crds=[(crd.resource, crd.manifest()) for crd in app.crds],
+        rules=app.rules,
+        lease=None if election is None else (election.name, election.namespace),
+        webhook=app.webhook,
+        routes=list(table.routes.values()) if app.webhook is not None else [],
+        health=app.health,
+        shutdown_timeout=_drain_bound(app),
+        selector_namespaces=controller_namespaces(app.controllers, app.namespace),
+    )
+
+
+def _drain_bound(app: Any) -> float:
+    # On SIGTERM: passes in flight finish (each controller's bound), then the webhook server.
+    passes = max((float(c.shutdown_timeout) for c in app.controllers), default=0.0)
+    hosting = float(app.webhook.shutdown_timeout) if app.webhook is not None else 0.0
+    return passes + hosting
+
+
+def _access(controller: Any, namespace: str) -> ControllerAccess:
+    recorder = controller.events
+    return ControllerAccess(
+        resource=controller.resource,
+        namespace=controller.watched_namespace(namespace),
+        owns=tuple((owned.resource, owned.prune) for owned in controller.owned),
+        watches=tuple(watched.resource for watched in controller.watches),
+        events=recorder is not False,
+        events_namespace=None if isinstance(recorder, bool) else recorder.namespace,
+    )
+
+
+def build_manifests(
+    app: Any,
+    *,
+    image: str | None = None,
+    command: Sequence[str] | None = None,
+    replicas: int = 1,
+    include_webhooks: bool = True,
+    ca_bundle: bytes | None = None,
+    requests: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Fresh manifests for ``app`` in install order (offline; see the module docstring).
+
+    ``ca_bundle`` replaces ``WebhookServer.ca_bundle`` (the CLI's ``--ca-file``);
+    ``requests``/``limits`` the container's default resources (see :func:`assemble`).
+    """
+    return assemble(
+        describe(app),
+        image=image,
+        command=command,
+        replicas=replicas,
+        include_webhooks=include_webhooks,
+        ca_bundle=ca_bundle,
+        requests=requests,
+        limits=limits,
+    )

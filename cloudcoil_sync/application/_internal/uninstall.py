@@ -1,0 +1,260 @@
+"""``uninstall``: remove what ``install`` applied, in the safe order, waiting for each.
+
+Admission registrations go first (so no request is sent to a server that is going away), then
+the Deployment (foreground deletion: its pods go before their permissions), Service, RBAC
+(bindings before roles), ServiceAccount and the leader-election Lease; CRDs only with
+``include_crds`` (deleting a CRD deletes every custom resource of it). An object is deleted
+only if the installer's field manager ``cloudcoil-<app>`` manages it (the Lease whoever renewed
+it: the operator's replicas write it); same-named objects of other managers are left alone and
+reported. Nothing here depends on how the Deployment would be built (a ``HealthServer`` bound
+to 127.0.0.1 for local runs does not stop an uninstall). Each deletion is waited for until the
+object is gone, all within ``timeout``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from cloudcoil_sync.application._internal.progress import (
+    InstallTimeout,
+    OperationDeadline,
+    Progress,
+    Steps,
+    describe,
+    field_manager,
+)
+from cloudcoil_sync.client import ClientError, Config, NotFound, UnknownKind
+
+__all__ = ["Removed", "command", "removal_order", "uninstall"]
+
+JSON = dict[str, Any]
+#: Stands in for the CA when listing object names: it never leaves this process.
+_PLACEHOLDER_CA = b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"
+_ORDER = (
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+    "Deployment",
+    "Service",
+    "ClusterRoleBinding",
+    "RoleBinding",
+    "ClusterRole",
+    "Role",
+    "ServiceAccount",
+    "Lease",
+    "CustomResourceDefinition",
+)
+
+
+@dataclass
+class Removed:
+    """One object's outcome: ``deleted``, ``absent``, ``left`` (not ours) or ``kept`` (CRD);
+    with ``dry_run``, ``deleted`` means it would be deleted."""
+
+    object: str
+    action: str
+    detail: str = ""
+
+    def dry_run_line(self) -> str:
+        word = {"deleted": "would delete", "left": "would leave", "kept": "would keep"}
+        text = f"{word.get(self.action, self.action)} {self.object}"
+        return text + (f" ({self.detail})" if self.detail else "")
+
+
+def removal_order(app: Any) -> list[JSON]:
+    """Every object ``install`` can apply for ``app``, in removal order (CRDs last)."""
+    from cloudcoil_sync.application._internal.manifests import build_manifests
+
+    webhook = getattr(app, "webhook", None) is not None
+    # Only names matter: the Deployment is not built (its checks are for running in a Pod).
+    documents = build_manifests(
+        app, include_webhooks=True, ca_bundle=_PLACEHOLDER_CA if webhook else None
+    )
+    documents.append(_identity("apps/v1", "Deployment", app.name, app.namespace))
+    election = getattr(app, "leader_election", None)
+    if election is not None:
+        namespace = election.namespace or app.namespace
+        documents.append(_identity("coordination.k8s.io/v1", "Lease", election.name, namespace))
+    rank = {kind: i for i, kind in enumerate(_ORDER)}
+    return sorted(documents, key=lambda d: rank.get(d["kind"], len(_ORDER)))
+
+
+def _identity(api_version: str, kind: str, name: str, namespace: str) -> JSON:
+    return {"apiVersion": api_version, "kind": kind, "metadata": _meta(name, namespace)}
+
+
+def _meta(name: str, namespace: str) -> JSON:
+    return {"name": name, "namespace": namespace}
+
+
+def uninstall(
+    app: Any,
+    *,
+    include_crds: bool = False,
+    timeout: float = 120.0,
+    dry_run: bool = False,
+    config: Config | None = None,
+    progress: Progress | None = None,
+) -> list[Removed]:
+    """Delete what ``install`` applied (see the module docstring); returns each outcome."""
+    from cloudcoil_sync.application._internal.install import load_config
+
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise ValueError("Uninstall timeout must be finite and positive")
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError("Uninstall timeout must be finite and positive")
+    documents = removal_order(app)
+    cfg = config or getattr(app, "config", None)
+    owned = cfg is None
+    cfg = cfg or load_config(app.namespace, timeout)
+    try:
+        remover = _Remover(
+            cfg,
+            field_manager(app.name),
+            OperationDeadline(timeout),
+            progress or Progress(),
+            dry_run,
+        )
+        return remover.run(documents, include_crds)
+    finally:
+        if owned:
+            cfg.close()
+
+
+class _Remover(Steps):
+    verb = "removed"
+
+    def run(self, documents: list[JSON], include_crds: bool) -> list[Removed]:
+        self.begin(documents)
+        results = []
+        for doc in documents:
+            what = describe(doc)
+            if doc["kind"] == "CustomResourceDefinition" and not include_crds:
+                result = Removed(what, "kept", "pass --include-crds to delete it")
+                self.progress.line(f"kept {what}: CRDs are deleted only with --include-crds")
+            else:
+                if self.deadline.expired:
+                    raise self.fail(self.timed_out(f"before removing {what}"), InstallTimeout)
+                result = self._remove(doc)
+            results.append(result)
+            self.finished(what)
+        self._summary(results)
+        return results
+
+    def _remove(self, doc: JSON) -> Removed:
+        what = describe(doc)
+        meta = doc["metadata"]
+        name, namespace = meta["name"], meta.get("namespace")
+        try:
+            mapping = self.config.mapper.resolve(doc)
+            client = self.config.client((mapping.group, mapping.version, mapping.plural))
+            current = _get(client, name, namespace)
+            if current is None:
+                self.progress.line(f"absent {what}")
+                return Removed(what, "absent")
+            managers = _managers(current)
+            # The Lease is the replicas' own: whoever renewed it last owns its fields.
+            if self.manager not in managers and doc["kind"] != "Lease":
+                detail = f"not installed by {self.manager}; managed by {', '.join(managers)}"
+                self.progress.line(f"left {what} alone: {detail}")
+                return Removed(what, "left", detail)
+            policy = "Foreground" if doc["kind"] == "Deployment" else "Background"
+            uid = current["metadata"].get("uid")
+            with contextlib.suppress(NotFound):
+                client.delete(
+                    name,
+                    namespace=namespace,
+                    uid=uid,
+                    propagation_policy=policy,
+                    dry_run=self.dry_run,
+                )
+        except (ClientError, UnknownKind) as exc:
+            raise self.fail(f"removing {what} failed: {exc}") from None
+        if not self.dry_run:
+            self.progress.line(f"deleted {what}")
+            self._wait_gone(client, what, name, namespace, uid)
+        return Removed(what, "deleted")
+
+    def _wait_gone(self, client: Any, what: str, name: str, ns: str | None, uid: Any) -> None:
+        since = time.monotonic()
+        while True:
+            try:
+                obj = _get(client, name, ns)
+            except ClientError as exc:
+                raise self.fail(f"reading {what} failed: {exc}") from None
+            if obj is None or obj["metadata"].get("uid") != uid:
+                self.progress.done(f"{what} is gone", since)
+                return
+            finalizers = obj["metadata"].get("finalizers") or []
+            state = "terminating" + (
+                f" (finalizers: {', '.join(finalizers)})" if finalizers else ""
+            )
+            self.progress.waiting(f"{what} to be gone", state)
+            if self.deadline.expired:
+                where = f"waiting for {what} to be gone ({state})"
+                raise self.fail(self.timed_out(where), InstallTimeout)
+            self.deadline.sleep()
+
+    def _summary(self, results: list[Removed]) -> None:
+        counts = {a: sum(r.action == a for r in results) for a in ("deleted", "left", "kept")}
+        words = {"deleted": "deleted", "left": "left alone", "kept": "CRD(s) kept"}
+        if self.dry_run:
+            words["deleted"] = "would be deleted"
+        parts = [f"{n} {words[a]}" for a, n in counts.items() if n]
+        absent = sum(r.action == "absent" for r in results)
+        if absent:
+            parts.append(f"{absent} already absent")
+        seconds = self.progress.elapsed()
+        if self.dry_run:
+            self.progress.line(f"dry run: {', '.join(parts)}; nothing was changed")
+        elif not counts["deleted"]:
+            self.progress.line(f"uninstall: nothing to remove ({', '.join(parts)})")
+        else:
+            self.progress.line(f"uninstalled in {seconds:.1f} s: {', '.join(parts)}")
+
+
+def _managers(obj: JSON) -> list[str]:
+    """Field managers of the object itself (status writers such as controllers excluded)."""
+    entries = obj["metadata"].get("managedFields") or []
+    return sorted({str(m.get("manager")) for m in entries if not m.get("subresource")})
+
+
+def _get(client: Any, name: str, namespace: str | None) -> JSON | None:
+    try:
+        obj: JSON = client.get(name, namespace=namespace)
+    except NotFound:
+        return None
+    return obj
+
+
+# -- command line -------------------------------------------------------------------------------
+
+
+def command(app: Any) -> click.Command:
+    """``uninstall [--include-crds] [--timeout] [--dry-run] [--quiet]``."""
+    from cloudcoil_sync.application._internal.cli import operation_options, run_operation
+
+    @click.command("uninstall", help="Remove what install applied (CRDs only if asked).")
+    @click.option(
+        "--include-crds",
+        is_flag=True,
+        help="Also delete the CRDs, and with them every custom resource of them.",
+    )
+    @operation_options("removal", "Server-side dry run: show what would go.")
+    def uninstall_command(include_crds: bool, timeout: float, dry_run: bool, quiet: bool) -> None:
+        if not math.isfinite(timeout):
+            raise click.BadParameter("must be finite", param_hint="--timeout")
+        progress = Progress(quiet=quiet)
+        run_operation(
+            lambda: uninstall(
+                app, include_crds=include_crds, timeout=timeout, dry_run=dry_run, progress=progress
+            ),
+            dry_run=dry_run,
+        )
+
+    return uninstall_command

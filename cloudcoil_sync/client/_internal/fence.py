@@ -1,0 +1,134 @@
+"""Write fences: refuse API writes from work that was abandoned.
+
+A reconcile pass that outlives `reconcile_timeout` cannot be stopped (threads cannot be
+cancelled). The controller runs each pass inside `fenced(fence)`; once the fence is closed
+(explicitly, or because its deadline passed) every non-read request the pass's thread
+sends through this client raises `WriteFenced` before anything reaches the API server.
+A write already on the wire when the fence closes is not cut short: `close` waits for it.
+
+Fences nest: a pass's own fence (its `reconcile_timeout`) has the leader term's fence as
+`parent` (closed at `shutdown_timeout`, or once the Lease's renew deadline passes; the elector
+moves that `deadline` forward at each successful renewal). A write is admitted only while
+every fence up the chain is open, and is counted in flight by each of them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from cloudcoil_sync.client._internal.errors import ClientError
+
+__all__ = ["READ_METHODS", "WriteFence", "WriteFenced", "current", "fenced"]
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+_local = threading.local()
+
+
+class WriteFenced(ClientError):
+    """A write from abandoned work (e.g. a pass past `reconcile_timeout`) was not sent."""
+
+
+class WriteFence:
+    """Admits writes until closed or until the monotonic `deadline`, whichever is first,
+    and only while `parent` (if any) admits them too."""
+
+    def __init__(
+        self,
+        deadline: float | None = None,
+        *,
+        reason: str = "the work was abandoned",
+        parent: WriteFence | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.deadline = deadline
+        self.reason = reason
+        self.parent = parent
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._closed = False
+        self._in_flight = 0
+
+    @property
+    def closed(self) -> bool:
+        return self._own_closed() or (self.parent is not None and self.parent.closed)
+
+    @property
+    def in_flight(self) -> int:
+        """Writes admitted by this fence and not yet answered."""
+        return self._in_flight
+
+    def _own_closed(self) -> bool:
+        deadline = self.deadline
+        return self._closed or (deadline is not None and self._clock() >= deadline)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the fence closes (or `timeout`); True if closed. Long handlers can
+        poll `closed` or wait here to give up early once their pass was abandoned."""
+        with self._cond:
+            if self.deadline is None:
+                return self._cond.wait_for(lambda: self._closed, timeout)
+            left = self.deadline - self._clock()
+            limit = left if timeout is None else min(left, timeout)
+            self._cond.wait_for(lambda: self._closed, max(0.0, limit))
+            return self.closed
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Refuse further writes; wait up to `timeout` for writes on the wire to finish.
+
+        Returns False if one was still in flight at the timeout.
+        """
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            return self._cond.wait_for(lambda: self._in_flight == 0, timeout)
+
+    @contextmanager
+    def write(self, method: str, path: str) -> Iterator[None]:
+        """Admit one write (raises `WriteFenced` once closed), tracked while in flight."""
+        chain: list[WriteFence] = []
+        fence: WriteFence | None = self
+        while fence is not None:
+            chain.append(fence)
+            fence = fence.parent
+        admitted: list[WriteFence] = []
+        try:
+            for fence in reversed(chain):  # the outermost first: its reason is reported
+                fence._admit(method, path)
+                admitted.append(fence)
+            yield
+        finally:
+            for fence in admitted:
+                fence._release()
+
+    def _admit(self, method: str, path: str) -> None:
+        with self._cond:
+            if self._own_closed():
+                raise WriteFenced(f"{method} {path} not sent: {self.reason}")
+            self._in_flight += 1
+
+    def _release(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            if self._closed:  # only close() waits for writes in flight
+                self._cond.notify_all()
+
+
+def current() -> WriteFence | None:
+    """The fence guarding this thread's writes, if any."""
+    fence: WriteFence | None = getattr(_local, "fence", None)
+    return fence
+
+
+@contextmanager
+def fenced(fence: WriteFence | None) -> Iterator[WriteFence | None]:
+    """Guard the writes this thread sends (through `Transport`) with `fence`."""
+    previous = getattr(_local, "fence", None)
+    _local.fence = fence
+    try:
+        yield fence
+    finally:
+        _local.fence = previous

@@ -1,0 +1,124 @@
+"""`CachedResources`: typed reads of an informer's store (`ctx.cached`, `controller.cached`).
+
+Models are built from the stored JSON on every read, so callers own what they get and can
+never change the cache. Reads refuse to answer from an informer that has not listed yet or
+that stopped with an error: an empty answer would look like "nothing exists".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+from cloudcoil.resources import Resource
+
+from cloudcoil_sync.controller._internal.informer import Informer, InformerFailed
+
+__all__ = ["CachedResources", "InformerNotSynced", "LabelSelector"]
+
+U = TypeVar("U", bound=Resource)
+
+_REQUIREMENT = re.compile(
+    r"\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9./_-]+)\s*"
+    r"(?:(?P<op>==|!=|=|\s+in\s+|\s+notin\s+)\s*(?P<value>\([^)]*\)|[A-Za-z0-9._-]*))?\s*$"
+)
+
+
+class InformerNotSynced(RuntimeError):
+    """The informer behind a cached read has not completed its first list."""
+
+
+class LabelSelector:
+    """A parsed label selector: `a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`."""
+
+    def __init__(self, selector: str) -> None:
+        self.text = selector
+        self._tests: list[Callable[[Mapping[str, str]], bool]] = []
+        for part in _split(selector):
+            match = _REQUIREMENT.match(part)
+            if match is None or (match["neg"] and match["op"]):
+                raise ValueError(f"Invalid label selector {selector!r}")
+            self._tests.append(
+                _requirement(match["key"], match["neg"], match["op"], match["value"])
+            )
+
+    def matches(self, labels: Mapping[str, str] | None) -> bool:
+        labels = labels or {}
+        return all(test(labels) for test in self._tests)
+
+
+def _split(selector: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for char in selector:
+        depth += char == "("
+        depth -= char == ")"
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return [part for part in parts if part.strip()]
+
+
+def _requirement(
+    key: str, negated: str | None, op: str | None, value: str | None
+) -> Callable[[Mapping[str, str]], bool]:
+    if op is None:
+        return (lambda labels: key not in labels) if negated else (lambda labels: key in labels)
+    op = op.strip()
+    if op in ("=", "=="):
+        return lambda labels: labels.get(key) == value
+    if op == "!=":
+        return lambda labels: labels.get(key) != value
+    values = {v.strip() for v in (value or "").strip("()").split(",") if v.strip()}
+    if op == "in":
+        return lambda labels: labels.get(key) in values
+    return lambda labels: labels.get(key) not in values
+
+
+class CachedResources(Generic[U]):
+    """Get and list one kind from an informer's cache, as fresh models."""
+
+    def __init__(
+        self, resource: type[U], informer: Informer, *, namespace: str | None = None
+    ) -> None:
+        self.resource = resource
+        self._informer = informer
+        self._namespace = namespace
+
+    def _check(self) -> None:
+        error = self._informer.error
+        if error is not None:
+            raise InformerFailed(f"Informer {self._informer.name} failed: {error}") from error
+        if not self._informer.synced:
+            raise InformerNotSynced(
+                f"The {self.resource.__name__} cache has not synced yet; read it from a "
+                "reconcile pass or after the controller is ready"
+            )
+
+    def get(self, name: str, *, namespace: str | None = None) -> U | None:
+        """The cached object, or None (`namespace` defaults to the reader's)."""
+        self._check()
+        data = self._informer.store.get_json(namespace or self._namespace, name)
+        return None if data is None else self.resource.model_validate_json(data)
+
+    def list(self, *, namespace: str | None = None, label_selector: str | None = None) -> list[U]:
+        """Cached objects of `namespace` (default: the reader's; all when it has none)."""
+        self._check()
+        selector = LabelSelector(label_selector) if label_selector else None
+        found = []
+        for obj in self._informer.store.list(namespace or self._namespace):
+            if selector is None or selector.matches(_labels(obj)):
+                found.append(self.resource.model_validate(obj))
+        return found
+
+    def __len__(self) -> int:
+        self._check()
+        return len(self._informer.store)
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str] | None:
+    labels: Mapping[str, str] | None = (obj.get("metadata") or {}).get("labels")
+    return labels

@@ -1,0 +1,187 @@
+"""Kubernetes Events (events.k8s.io/v1), deduplicated and rate limited, best effort.
+
+A repeat of the same (server, namespace, object UID, type, reason, action) within
+`interval` seconds is suppressed, whatever its message; the memory of recent keys is an
+LRU of `max_keys`. A token bucket (burst 20, 5 per second) bounds traffic per recorder.
+Delivery has its own timeout and never raises API or transport errors to a reconciler:
+`emit` returns False instead (and logs). Invalid reasons, types or actions raise.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from cloudcoil.resources import Resource
+
+from cloudcoil_sync.client._internal.errors import ClientError
+
+if TYPE_CHECKING:
+    from cloudcoil_sync.client import Config
+
+__all__ = ["EVENTS", "EventRecorder", "EventType"]
+
+EventType = Literal["Normal", "Warning"]
+EVENTS = ("events.k8s.io", "v1", "events")
+BURST = 20.0
+REFILL_PER_SECOND = 5.0
+NOTE_LIMIT = 1024
+_REASON = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+logger = logging.getLogger("cloudcoil_sync.controller.events")
+
+
+class EventRecorder:
+    """Emit Events about objects on behalf of `reporting_controller`.
+
+    Cluster-scoped objects get their Events in `namespace` (or the Config's namespace).
+    The Config is the one passed to `emit`, else the one bound with `bind` (controllers bind
+    the operator's Config when they start).
+    """
+
+    def __init__(
+        self,
+        reporting_controller: str = "cloudcoil",
+        *,
+        interval: float = 60,
+        max_keys: int = 1024,
+        timeout: float = 2,
+        namespace: str | None = None,
+        config: Config | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not reporting_controller or len(reporting_controller) > 128:
+            raise ValueError("reporting_controller must contain 1-128 characters")
+        if not all(math.isfinite(v) and v > 0 for v in (interval, timeout)):
+            raise ValueError("Event interval and timeout must be finite and positive")
+        if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
+            raise ValueError("max_keys must be a positive integer")
+        self.reporting_controller = reporting_controller
+        self.interval = interval
+        self.max_keys = max_keys
+        self.timeout = timeout
+        self.namespace = namespace
+        self.config = config
+        self.instance = str(uuid.uuid4())
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._recent: OrderedDict[tuple[str, ...], float] = OrderedDict()
+        self._tokens = BURST
+        self._refilled = clock()
+
+    def bind(self, config: Config) -> None:
+        """Use `config` when `emit` is not given one."""
+        self.config = config
+
+    def emit(
+        self,
+        resource: Resource | Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        type: EventType = "Normal",
+        action: str | None = None,
+        config: Config | None = None,
+    ) -> bool:
+        """Post an Event regarding `resource`; True if the API server accepted it.
+
+        False means suppressed (repeat or rate limit), skipped (object without UID) or
+        failed (logged). `action` defaults to `reason`.
+        """
+        if not _REASON.fullmatch(reason or "") or len(reason) > 128:
+            raise ValueError("Event reason must be a nonempty identifier of at most 128 characters")
+        if type not in ("Normal", "Warning"):
+            raise ValueError("Event type must be Normal or Warning")
+        action = reason if action is None else action
+        if not action or len(action) > 128:
+            raise ValueError("Event action must contain 1-128 characters")
+        regarding = _reference(resource)
+        if regarding is None:
+            return False
+        config = config or self.config
+        if config is None:
+            raise RuntimeError("EventRecorder has no Config: pass config= or bind() one")
+        namespace = regarding.get("namespace") or self.namespace or config.namespace
+        key = (config.server, namespace, regarding["uid"], type, reason, action)
+        if not self._reserve(key):
+            return False
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": f"cloudcoil-{uuid.uuid4().hex}", "namespace": namespace},
+            "eventTime": _micro_time(datetime.now(UTC)),
+            "reportingController": self.reporting_controller,
+            "reportingInstance": self.instance,
+            "regarding": regarding,
+            "reason": reason,
+            "action": action,
+            "note": message[:NOTE_LIMIT],
+            "type": type,
+        }
+        try:
+            path = config.client(EVENTS).mapping.path(namespace)
+            config.transport.request_json("POST", path, body=body, read_timeout=self.timeout)
+        except ClientError as error:
+            # The reservation stays: a denied or failing API is not hammered with repeats.
+            logger.warning(
+                "Could not record Event %s for %s/%s: %s",
+                reason,
+                regarding.get("kind"),
+                regarding.get("name"),
+                error,
+            )
+            return False
+        return True
+
+    def _reserve(self, key: tuple[str, ...]) -> bool:
+        with self._lock:
+            now = self._clock()
+            previous = self._recent.get(key)
+            # Compare deadlines: a subtraction can round an elapsed interval below it.
+            if previous is not None and now < previous + self.interval:
+                return False
+            self._tokens = min(BURST, self._tokens + (now - self._refilled) * REFILL_PER_SECOND)
+            self._refilled = now
+            if self._tokens < 1:
+                return False
+            self._tokens -= 1
+            self._recent[key] = now
+            self._recent.move_to_end(key)
+            while len(self._recent) > self.max_keys:
+                self._recent.popitem(last=False)
+            return True
+
+
+def _reference(resource: Resource | Mapping[str, Any]) -> dict[str, str] | None:
+    """The `regarding` ObjectReference, or None for an object without name or UID."""
+    if isinstance(resource, Mapping):
+        metadata = resource.get("metadata") or {}
+        api_version, kind = resource.get("apiVersion"), resource.get("kind")
+        name, namespace, uid = (metadata.get(k) for k in ("name", "namespace", "uid"))
+    else:
+        meta = resource.metadata
+        api_version = getattr(resource, "api_version", None)
+        kind = getattr(resource, "kind", None)
+        name = meta.name if meta is not None else None
+        namespace = meta.namespace if meta is not None else None
+        uid = meta.uid if meta is not None else None
+    if not name or not uid:
+        return None
+    reference = {"apiVersion": str(api_version or ""), "kind": str(kind or ""), "name": name}
+    reference["uid"] = uid
+    if namespace:
+        reference["namespace"] = namespace
+    return reference
+
+
+def _micro_time(moment: datetime) -> str:
+    """metav1.MicroTime: RFC 3339 with exactly six fractional digits, UTC as Z."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -1,0 +1,205 @@
+"""Plain-HTTP health and metrics server (``/healthz``, ``/readyz``, ``/controllers/readyz``,
+``/metrics``) served by waitress through its public API.
+
+`waitress.create_server` serves a small WSGI app on a socket bound here (its `sockets`
+adjustment), its loop on a thread of ours and its task threads (two) joined on stop. The
+health and readiness callables must be quick. Where waitress decides, this differs from the
+hand-written server it replaced: HTTP/1.1 connections are kept alive (a WSGI app cannot ask
+for `Connection: close`; kubelet probes close their own) and closed once idle for
+`read_timeout` (rounded up to whole seconds: waitress counts in seconds); a client that
+sends no complete request within `read_timeout` is closed
+without an answer (it was answered 408); over `max_connections` waitress stops accepting
+until a connection ends (new ones wait in the listen backlog instead of being closed); a
+malformed request line is answered 400 by waitress's parser.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from cloudcoil_sync._internal.script_errors import install_for_script
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIEnvironment
+
+__all__ = ["HealthServer", "HealthServerError"]
+
+logger = logging.getLogger("cloudcoil_sync.controller.health")
+
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_TEXT = "text/plain; charset=utf-8"
+_HEADER_LIMIT = 8192
+_PATHS = ("/healthz", "/readyz", "/controllers/readyz", "/metrics")
+
+
+class HealthServerError(RuntimeError):
+    """The health server could not start (typically: the address is in use)."""
+
+
+Probe = Callable[[], bool]
+
+
+class HealthServer:
+    """Serve GET /healthz, /readyz, /controllers/readyz and /metrics on plain HTTP.
+
+    Defaults to loopback; bind host="0.0.0.0" for container probes. Port 0 picks a free port
+    (see :attr:`address` after :meth:`start`). Limits: 8 KiB of request headers (431), no
+    request body (413), `read_timeout` (5 s) to send a request, `max_connections` (128).
+    """
+
+    read_timeout = 5.0
+    max_connections = 128
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 8080) -> None:
+        install_for_script()
+        if not isinstance(host, str) or not host:
+            raise ValueError("host must be a non-empty string")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError("port must be an integer between 0 and 65535")
+        self.host = host
+        self.port = port
+        self._address: tuple[str, int] | None = None
+        self._thread: threading.Thread | None = None
+        self._server: Any = None
+        self._map: dict[int, Any] = {}
+        self._probes: dict[str, Probe] = {}
+        self._registry: CollectorRegistry | None = None
+        self._used = False
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The bound (host, port), including a port chosen for port=0; None unless serving."""
+        return self._address
+
+    def start(
+        self,
+        health: Probe,
+        ready: Probe,
+        registry: CollectorRegistry | None = None,
+        *,
+        controllers_ready: Probe | None = None,
+    ) -> None:
+        """Bind (failure raises HealthServerError naming host:port) and serve on a thread."""
+        import waitress
+
+        if self._used:
+            raise RuntimeError("HealthServer instances can only run once")
+        self._used = True
+        self._probes = {
+            "/healthz": health,
+            "/readyz": ready,
+            "/controllers/readyz": controllers_ready or _never,
+        }
+        self._registry = registry
+        listener = self._bind()
+        host, port = listener.getsockname()[:2]
+        self._server = waitress.create_server(
+            self._app,
+            map=self._map,
+            sockets=[listener],
+            threads=2,
+            connection_limit=self.max_connections + 2,  # it counts its listener and trigger
+            # Whole seconds (waitress's adjustments are integers), checked every second.
+            channel_timeout=max(1, math.ceil(self.read_timeout)),
+            cleanup_interval=1,
+            max_request_header_size=_HEADER_LIMIT,
+            max_request_body_size=1,  # any body at all is refused (413)
+            asyncore_use_poll=True,
+            expose_tracebacks=False,
+            clear_untrusted_proxy_headers=True,
+            ident="cloudcoil",
+        )
+        self._address = (host, port)
+        self._thread = threading.Thread(
+            target=self._server.run, name=f"cloudcoil-health-{port}", daemon=True
+        )
+        self._thread.start()
+        logger.info("Health server listening on http://%s:%d", host, port)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving: close the listener, let requests in flight finish (open connections
+        are closed after a second), join the loop and task threads."""
+        server, thread = self._server, self._thread
+        self._address = None
+        if server is None or thread is None:
+            return
+        deadline = time.monotonic() + timeout
+        server.close()  # the listener; the loop ends once no connection is left
+        thread.join(min(1.0, timeout))
+        for dispatcher in list(self._map.values()):  # connections still open
+            dispatcher.close()
+        thread.join(max(0.0, deadline - time.monotonic()))
+        server.task_dispatcher.shutdown(timeout=max(0.1, deadline - time.monotonic()))
+        if thread.is_alive():
+            logger.warning("Health server thread did not stop within %.1f s", timeout)
+
+    def _bind(self) -> socket.socket:
+        where = f"{self.host}:{self.port}"
+        try:
+            infos = socket.getaddrinfo(
+                self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+            return socket.create_server(
+                (self.host, self.port), family=infos[0][0], backlog=self.max_connections
+            )
+        except OSError as error:
+            reason = error.strerror or str(error)
+            raise HealthServerError(f"Health server cannot listen on {where}: {reason}") from error
+
+    # -- the WSGI app (on waitress's task threads) -------------------------------------------
+
+    def _app(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path not in _PATHS:
+            return _answer(start_response, 404, b"not found\n")
+        if environ.get("REQUEST_METHOD") != "GET":
+            return _answer(start_response, 405, b"method not allowed\n", [("Allow", "GET")])
+        if path == "/metrics":
+            body = generate_latest(self._registry) if self._registry is not None else b""
+            return _answer(start_response, 200, body, content_type=METRICS_CONTENT_TYPE)
+        if _check(self._probes[path]):
+            return _answer(start_response, 200, b"ok\n")
+        return _answer(
+            start_response, 503, b"unhealthy\n" if path == "/healthz" else b"not ready\n"
+        )
+
+
+def _never() -> bool:
+    return False
+
+
+def _check(probe: Probe) -> bool:
+    try:
+        return bool(probe())
+    except Exception:
+        logger.exception("Health probe failed")
+        return False
+
+
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
+def _answer(
+    start_response: StartResponse,
+    code: int,
+    body: bytes,
+    extra: list[tuple[str, str]] | None = None,
+    *,
+    content_type: str = _TEXT,
+) -> list[bytes]:
+    headers = [
+        ("Content-Type", content_type),
+        ("Content-Length", str(len(body))),
+        ("Cache-Control", "no-store"),
+        *(extra or []),
+    ]
+    start_response(f"{code} {_REASONS[code]}", headers)
+    return [body]

@@ -1,0 +1,220 @@
+"""The decorated handlers of one controller, validated and frozen before it runs.
+
+A `Registry` records what `@controller.reconcile()`, `.stage()`, `.case()`,
+`.otherwise()` and `.finalize()` declare. Registration runs no handler code and
+does no I/O; `validate(freeze=True)` checks the completed definition once (one
+entrypoint, unique stage conditions and names, a unique topological order, a
+fallback for cases, a `ReconcileStatus` when reporting) and then refuses changes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from cloudcoil.resources import Resource
+
+from cloudcoil_sync.controller._internal.reporting import (
+    READY,
+    PassRequest,
+    report_outcome,
+    start_pass,
+)
+from cloudcoil_sync.controller._internal.stages import (
+    Branches,
+    Handler,
+    StageScope,
+    declared_status,
+    ordered,
+)
+from cloudcoil_sync.controller._internal.types import Result, Wait
+
+__all__ = ["Finalizer", "Registry"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T", bound=Resource)
+
+
+class Finalizer:
+    """A finalizer key and the cleanup handler that must succeed before it is removed."""
+
+    def __init__(self, key: str, handler: Handler) -> None:
+        self.key = key
+        self.handler = handler
+
+    def __repr__(self) -> str:
+        return f"Finalizer({self.key!r}, {self.handler.name})"
+
+
+def reports_status(resource: type[Resource]) -> bool:
+    """Whether `resource.status` is declared as a `ReconcileStatus` subclass."""
+    from cloudcoil_sync.controller._internal.status import ReconcileStatus
+
+    model = declared_status(resource)
+    return model is not None and issubclass(model, ReconcileStatus)
+
+
+class Registry(Generic[T]):
+    """Decorated handlers for one primary kind."""
+
+    def __init__(self, resource: type[T], report_status: bool | None = None) -> None:
+        self.resource = resource
+        self.handler: Handler | None = None
+        self.every: float | None = None
+        self.stages: list[StageScope[T]] = []
+        self.branches = Branches(self.check)
+        self.finalizer: Finalizer | None = None
+        self.frozen = False
+        self.order: list[StageScope[T]] = []
+        self.report_status = reports_status(resource) if report_status is None else report_status
+
+    def check(self) -> None:
+        if self.frozen:
+            raise RuntimeError("Register handlers before running the controller")
+
+    @property
+    def populated(self) -> bool:
+        """Whether any decorated entrypoint or finalizer is registered."""
+        return bool(self.handler or self.stages or self.branches.populated or self.finalizer)
+
+    def reconcile(self, *, every: float | None = None) -> Callable[[F], F]:
+        if every is not None and (
+            isinstance(every, bool)
+            or not isinstance(every, int | float)
+            or not math.isfinite(every)
+            or every <= 0
+        ):
+            raise ValueError("every must be finite and positive")
+
+        def register(function: F) -> F:
+            self.check()
+            if self.handler is not None:
+                raise ValueError("Only one reconcile handler may be registered")
+            self.handler = Handler.build(function)
+            self.every = None if every is None else float(every)
+            return function
+
+        return register
+
+    def stage(
+        self,
+        name: str | None = None,
+        *,
+        condition: str,
+        depends: object | tuple[object, ...] | None = None,
+    ) -> StageScope[T]:
+        self.check()
+        scope: StageScope[T] = StageScope(self.check, name, condition, depends)
+        self.stages.append(scope)
+        return scope
+
+    def finalize(self, key: str) -> Callable[[F], F]:
+        if not isinstance(key, str) or "/" not in key:
+            raise ValueError("Use a qualified finalizer name such as example.com/cleanup")
+
+        def register(function: F) -> F:
+            self.check()
+            if self.finalizer is not None:
+                raise ValueError("Use one finalizer handler and compose cleanup explicitly")
+            self.finalizer = Finalizer(key, Handler.build(function))
+            return function
+
+        return register
+
+    def validate(self, *, freeze: bool = False) -> list[StageScope[T]]:
+        """Check the whole definition; return stages in execution order."""
+        if self.frozen:
+            return self.order
+        entrypoints = bool(self.handler) + bool(self.stages) + self.branches.populated
+        if entrypoints != 1:
+            raise ValueError("Register exactly one entrypoint: reconcile, stages, or cases")
+        if self.report_status:
+            if not reports_status(self.resource):
+                raise TypeError("Automatic reporting requires a ReconcileStatus subclass")
+            model = declared_status(self.resource)
+            assert model is not None
+            model()  # A new object's status must be constructible from defaults.
+        conditions = [stage.condition for stage in self.stages]
+        if len(set(conditions)) != len(conditions):
+            raise ValueError("Stage conditions must be unique")
+        if len({stage.name for stage in self.stages}) != len(self.stages):
+            raise ValueError("Stage names must be unique")
+        order = ordered(self.stages, label="stage")
+        for stage in order:
+            stage.validate(freeze=freeze)
+        if self.branches.populated:
+            self.branches.validate(freeze=freeze)
+        if freeze:
+            self.order = order
+            self.frozen = True
+        return order
+
+    # The pass --------------------------------------------------------------------------
+
+    def run(self, request: PassRequest) -> Any:
+        """One decorated pass over `request` (after the runtime's finalizer step).
+
+        Absent and deleting objects are skipped. Returns what the worker interprets: the
+        reconcile handler's value, a `Result` for waits and `every`, or None. Status the
+        pass staged on `request` is the runtime's to persist with it.
+        """
+        order = self.validate(freeze=True)
+        names = [stage.condition for stage in order] if order else ["Reconcile"]
+        if not start_pass(
+            request, names, managed=self.report_status, stage_conditions=bool(order), reserve=True
+        ):
+            return None
+        if order:
+            return self._run_stages(request, order)
+        return self._run_single(request)
+
+    def _run_stages(self, request: PassRequest, order: list[StageScope[T]]) -> Result | None:
+        report = request.report
+        for stage in order:
+            report.action = stage.name
+            try:
+                handler = stage.handler or stage.branches.select(request.object, request.context)
+                report.action = handler.name
+                returned = handler.call(request.object, request.context)
+                if isinstance(returned, Wait):
+                    raise returned
+                if returned is not None:
+                    raise TypeError("Stage handlers return None, or raise Wait")
+            except Wait as wait:
+                report_outcome(request, stage.condition, wait=wait)
+                return Result(requeue_after=wait.requeue_after)
+            reason = "Reconciled" if stage.handler is not None else report.action
+            report_outcome(request, stage.condition, reason=reason)
+            report.pending.pop(0)
+        report_outcome(request, READY)
+        return None
+
+    def _run_single(self, request: PassRequest) -> Any:
+        report = request.report
+        report.action = "Reconcile"
+        try:
+            handler = self.handler or self.branches.select(request.object, request.context)
+            report.action = handler.name
+            returned = handler.call(request.object, request.context)
+            if isinstance(returned, Wait):
+                raise returned
+            if returned is not None and not isinstance(returned, self.resource | Result):
+                raise TypeError("Reconcile handlers return their resource, Result, or None")
+        except Wait as wait:
+            report_outcome(request, READY, wait=wait)
+            return Result(requeue_after=wait.requeue_after)
+        desired = returned.resource if isinstance(returned, Result) else returned
+        if isinstance(desired, self.resource):
+            request.use(desired)
+            if self.report_status:
+                metadata = desired.metadata
+                request.set_status(observed_generation=metadata.generation if metadata else None)
+        reason = "Reconciled" if self.handler is not None else report.action
+        report_outcome(request, READY, reason=reason)
+        report.pending.clear()
+        if self.every is not None and not (
+            isinstance(returned, Result) and returned.requeue_after is not None
+        ):
+            return Result(resource=desired, requeue_after=self.every)
+        return returned

@@ -1,0 +1,575 @@
+"""`ControllerRuntime`: one definition `Controller` running against one Config.
+
+A Manager (or a test) builds one `InformerPool` per Config, one `ControllerRuntime` per
+controller (its constructor registers every informer handler, without I/O), then starts
+and stops them in order::
+
+    pool = InformerPool(config)
+    runtimes = [ControllerRuntime(c, config, informers=pool, metrics=m) for c in controllers]
+    for runtime in runtimes:
+        runtime.start()                 # starts pooled informers (handlers all registered)
+    for runtime in runtimes:
+        runtime.wait_synced()           # within sync_timeout; then its workers start
+    ...
+    for runtime in reversed(runtimes):
+        runtime.stop(drain=False)       # in-flight passes finish (shutdown_timeout)
+    pool.stop()
+
+A runtime given no pool makes its own and stops it in `stop()`.
+
+Events become keys on the informer threads: primary events key themselves (status-only
+updates are ignored unless `status_updates`), owned children key their controller-owner,
+watched dependencies key what the mapper returns (a mapper exception is fatal). A pass
+runs the finalizer step, the controller's handlers, then stages its status onto what the
+handler returned; the worker persists it; failures report status through `PassHooks`;
+queued Events are flushed once the pass has settled.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from cloudcoil.resources import Resource
+
+from cloudcoil_sync._internal.callables import function_name
+from cloudcoil_sync.client._internal.fence import WriteFence, WriteFenced, fenced
+from cloudcoil_sync.client._internal.fence import current as current_fence
+from cloudcoil_sync.controller._internal.cache import CachedResources
+from cloudcoil_sync.controller._internal.children import prune_children
+from cloudcoil_sync.controller._internal.context import Request
+from cloudcoil_sync.controller._internal.events import EventRecorder
+from cloudcoil_sync.controller._internal.finalizers import Step, finalizer_step
+from cloudcoil_sync.controller._internal.informer import (
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_WATCH_TIMEOUT,
+    ClientListWatch,
+    Informer,
+)
+from cloudcoil_sync.controller._internal.metrics import ControllerStatus, OperatorMetrics
+from cloudcoil_sync.controller._internal.queue import WorkQueue
+from cloudcoil_sync.controller._internal.reporting import report_failure
+from cloudcoil_sync.controller._internal.term import Term
+from cloudcoil_sync.controller._internal.triggers import (
+    mapped_keys,
+    owner_keys,
+    primary_key,
+    status_only_change,
+)
+from cloudcoil_sync.controller._internal.types import ResourceKey, Result, Wait
+from cloudcoil_sync.controller._internal.worker import PassRunner, PassTimedOut, WorkerPool
+
+if TYPE_CHECKING:
+    from cloudcoil_sync.client import Config
+    from cloudcoil_sync.controller._internal.definition import Controller
+
+__all__ = ["ControllerRuntime", "InformerPool", "SyncTimeout"]
+
+JSON = dict[str, Any]
+_LATE = "the reconcile pass outlived reconcile_timeout"
+InformerKey = tuple[str, str, str | None, str | None]  # (group, plural, namespace, selector)
+
+
+class SyncTimeout(TimeoutError):
+    """A controller's informers did not complete their first list within `sync_timeout`."""
+
+
+class InformerPool:
+    """Informers of one Config shared by (kind, namespace, label selector).
+
+    The first request for a view fixes its resync period. Failure callbacks of every
+    requester are called when that informer dies.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        watch_timeout: int = DEFAULT_WATCH_TIMEOUT,
+    ) -> None:
+        self.config = config
+        self._page_size = page_size
+        self._watch_timeout = watch_timeout
+        self._lock = threading.Lock()
+        self._informers: dict[InformerKey, Informer] = {}
+        self._subscribers: dict[InformerKey, list[Callable[[BaseException], None]]] = {}
+        self._started: set[InformerKey] = set()
+
+    def informer(
+        self,
+        resource: type[Resource],
+        *,
+        namespace: str | None,
+        label_selector: str | None = None,
+        resync_period: float = 300.0,
+        on_failure: Callable[[BaseException], None] | None = None,
+    ) -> Informer:
+        """The shared informer for that view (created on first request, not started)."""
+        client = self.config.client(resource)
+        mapping = client.mapping
+        scope = namespace if mapping.namespaced else None
+        key: InformerKey = (mapping.group, mapping.plural, scope, label_selector or None)
+        with self._lock:
+            informer = self._informers.get(key)
+            if informer is None:
+                source = ClientListWatch(client, namespace=scope, label_selector=label_selector)
+                label = mapping.plural + (f"@{scope}" if scope else "")
+                informer = Informer(
+                    source,
+                    name=label + (f"?{label_selector}" if label_selector else ""),
+                    resync_period=resync_period,
+                    page_size=self._page_size,
+                    watch_timeout=self._watch_timeout,
+                    on_failure=lambda error, key=key: self._failed(key, error),  # type: ignore[misc]
+                )
+                self._informers[key] = informer
+                self._subscribers[key] = []
+            if on_failure is not None:
+                self._subscribers[key].append(on_failure)
+            return informer
+
+    def start(self) -> None:
+        """Start every informer not yet started, in creation order."""
+        with self._lock:
+            pending = [(k, i) for k, i in self._informers.items() if k not in self._started]
+            self._started.update(k for k, _ in pending)
+        for _, informer in pending:
+            informer.start()
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Stop and join every started informer; True when all ended in time."""
+        with self._lock:
+            informers = [self._informers[k] for k in self._started]
+        deadline = time.monotonic() + timeout
+        for informer in informers:
+            informer.stop(timeout=0)
+        ended = True
+        for informer in informers:
+            ended &= informer.stop(max(0.0, deadline - time.monotonic()))
+        return ended
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._informers)
+
+    def _failed(self, key: InformerKey, error: BaseException) -> None:
+        with self._lock:
+            subscribers = list(self._subscribers.get(key, ()))
+        for callback in subscribers:
+            callback(error)
+
+
+class ControllerRuntime:
+    """Run one controller: informers → event-to-key mapping → WorkQueue → worker threads."""
+
+    def __init__(
+        self,
+        controller: Controller[Any],
+        config: Config,
+        *,
+        informers: InformerPool | None = None,
+        metrics: OperatorMetrics | None = None,
+        name: str | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+        base_delay: float = 1.0,
+        max_delay: float = 60.0,
+        term: Term | None = None,
+    ) -> None:
+        """Attach to `controller` and register informer handlers (no I/O, no threads).
+
+        `name` is the metric/log name (default: the controller's name or its kind in lower
+        case); `on_fatal` is called once, from the failing thread, when an informer dies
+        or a watch mapper raises. `base_delay`/`max_delay` tune the retry backoff. `term`
+        (shared by a Manager's runtimes) decides when passes may start and fences their
+        writes; without one the runtime has its own, closed by `stop()`.
+        """
+        if controller.runtime is not None:
+            raise RuntimeError("Controller instances can only run once")
+        controller.validate_definition(freeze=True)
+        self.controller = controller
+        self._config = config
+        kind = controller.resource
+        self.name = name or controller.name or kind.gvk().kind.lower()
+        self.log = logging.getLogger(f"cloudcoil_sync.controller.{self.name}")
+        self._on_fatal = on_fatal
+        self._lock = threading.Lock()
+        self._fatal: BaseException | None = None
+        self._started = False
+        self._running = False
+        self._stopping = False
+        self._stopped = False
+        self._passes: dict[ResourceKey, Request[Any]] = {}
+        self._owns_term = term is None
+        self.term = term if term is not None else Term()
+        self._owns_pool = informers is None
+        self._pool = informers if informers is not None else InformerPool(config)
+        self._metrics = (metrics or OperatorMetrics()).controller(
+            self.name, workers=controller.workers
+        )
+        self.queue: WorkQueue[ResourceKey] = WorkQueue(
+            base_delay=base_delay, max_delay=max_delay, metrics=self._metrics.queue
+        )
+        self._client = config.client(kind)
+        self._mapping = self._client.mapping
+        self._informers: dict[type[Resource], Informer] = {}
+        self._all: list[Informer] = []
+        self.primary = self._informer(
+            kind,
+            controller.watched_namespace(config.namespace),
+            controller.label_selector,
+        )
+        self.primary.add_handler(
+            on_add=self._on_primary, on_update=self._on_primary_update, on_delete=self._on_primary
+        )
+        scope = self.primary_scope
+        for owned in controller.owned:
+            child = self._informer(owned.resource, scope, None)
+            child.add_handler(
+                on_add=self._on_child,
+                on_update=self._on_child,
+                on_delete=self._on_child,
+            )
+        for watched in controller.watches:
+            dependency = self._informer(watched.resource, scope, None)
+            handler = self._mapping_handler(watched.resource, watched.mapper)
+            dependency.add_handler(on_add=handler, on_update=handler, on_delete=handler)
+        self._pruned = controller.pruned
+        self.recorder = self._recorder(controller.events)
+        self.pass_runner: PassRunner[Any] = PassRunner(
+            kind,
+            self._handle,
+            queue=self.queue,
+            lookup=lambda key: self.primary.store.get_json(key.namespace, key.name),
+            client=lambda key: self._client,
+            name=self.name,
+            metrics=self._metrics,
+            hooks=self,
+        )
+        self.workers = WorkerPool(
+            self.pass_runner,
+            self.queue,
+            workers=controller.workers,
+            reconcile_timeout=controller.reconcile_timeout,
+            metrics=self._metrics,
+            fence=self.term.fence,
+        )
+        self._metrics.bind(
+            ready=lambda: self.ready,
+            unfinished=self.queue.unfinished_work_seconds,
+            longest=self.queue.longest_running_processor_seconds,
+            depth=lambda: self.queue.pending,
+            delayed=lambda: self.queue.delayed,
+        )
+        controller.attach(self)
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def primary_scope(self) -> str | None:
+        """The namespace of the primary informer (None: all namespaces or cluster scope)."""
+        if not self._mapping.namespaced:
+            return None
+        return self.controller.watched_namespace(self._config.namespace)
+
+    def _informer(
+        self, resource: type[Resource], namespace: str | None, selector: str | None
+    ) -> Informer:
+        informer = self._pool.informer(
+            resource,
+            namespace=namespace,
+            label_selector=selector,
+            resync_period=self.controller.resync_period,
+            on_failure=self._fail,
+        )
+        self._informers.setdefault(resource, informer)
+        if informer not in self._all:
+            self._all.append(informer)
+        return informer
+
+    def _recorder(self, events: bool | EventRecorder) -> EventRecorder | None:
+        if events is False:
+            return None
+        recorder = (
+            events
+            if isinstance(events, EventRecorder)
+            else EventRecorder(self.controller.reporting_controller)
+        )
+        if recorder.config is None:
+            recorder.bind(self._config)
+        return recorder
+
+    # -- event → key --------------------------------------------------------------------------
+
+    def _add(self, key: ResourceKey) -> None:
+        if self._fatal is None:
+            self.queue.add(key)
+
+    def _on_primary(self, obj: JSON) -> None:
+        self._add(primary_key(obj))
+
+    def _on_primary_update(self, old: JSON, new: JSON) -> None:
+        if not self.controller.status_updates and status_only_change(old, new):
+            return
+        self._add(primary_key(new))
+
+    def _on_child(self, obj: JSON, new: JSON | None = None) -> None:
+        kind = self._mapping.kind
+        keys: set[ResourceKey] = set()
+        for child in (obj, new) if new is not None else (obj,):
+            keys.update(
+                owner_keys(
+                    child,
+                    group=self._mapping.group,
+                    kind=kind,
+                    namespaced=self._mapping.namespaced,
+                    lookup=lambda key: self.primary.store.get(key.namespace, key.name),
+                )
+            )
+        for key in keys:
+            self._add(key)
+
+    def _mapping_handler(
+        self, resource: type[Resource], mapper: Callable[[Any], Any]
+    ) -> Callable[..., None]:
+        label = function_name(mapper)
+
+        def handle(obj: JSON, new: JSON | None = None) -> None:
+            if self._fatal is not None:
+                return
+            try:
+                keys: set[ResourceKey] = set()
+                for item in (obj, new) if new is not None else (obj,):
+                    keys.update(mapped_keys(mapper, resource.model_validate(item), name=label))
+            except Exception as error:
+                self.log.error("Watch mapper %s raised; stopping the controller", label)
+                self._fail(error)
+                return
+            for key in keys:
+                self._add(key)
+
+        return handle
+
+    def _fail(self, error: BaseException) -> None:
+        with self._lock:
+            if self._fatal is not None:
+                return
+            self._fatal = error
+        self.log.error("Controller %s failed: %s", self.name, error)
+        if self._on_fatal is not None:
+            try:
+                self._on_fatal(error)
+            except Exception:
+                self.log.exception("The fatal-error callback of %s raised", self.name)
+
+    # -- the pass -----------------------------------------------------------------------------
+
+    def _handle(self, key: ResourceKey, working: Resource | None) -> object:
+        self.term.check()  # the moment a pass starts: never after a stop or past the deadline
+        request: Request[Any] = Request(key, working, self, source=self._source(key, working))
+        with self._lock:
+            self._passes[key] = request
+        limit = self.controller.reconcile_timeout
+        # Past reconcile_timeout the pass is abandoned: API writes from it are refused. A fence
+        # the worker set around the whole pass (closed when it abandons it) takes precedence.
+        guard = current_fence()
+        if guard is None and limit is not None:
+            guard = WriteFence(time.monotonic() + limit, reason=_LATE)
+        with request.running(), fenced(guard):
+            try:
+                value = self._run(request)
+            except WriteFenced as error:
+                raise PassTimedOut("The reconcile pass outlived reconcile_timeout") from error
+        request.completed = True
+        return value
+
+    def _run(self, request: Request[Any]) -> object:
+        registry = self.controller.registry
+        finalizer = registry.finalizer if self.controller.reconciler is None else None
+        if (
+            finalizer is not None
+            and request.object is not None
+            and finalizer_step(request, finalizer) is Step.DONE
+        ):
+            return None
+        value = self.controller.run_pass(request)
+        waited = isinstance(value, Wait) or bool(request.report.pending)
+        desired, requeue_after = _interpret(value)
+        if request.staged and request.original is not None:
+            base = desired if desired is not None else request.original
+            desired = request.apply_status(base)
+        if not waited and self._pruned and request.object is not None:
+            prune_children(request, self._pruned)
+        if desired is None and requeue_after is None:
+            return None
+        return Result(requeue_after=requeue_after, resource=desired)
+
+    def _source(self, key: ResourceKey, working: Resource | None) -> bytes | None:
+        """The cached JSON `working` was parsed from, if the cache still holds that version."""
+        if working is None or not working.resource_version:
+            return None
+        data = self.primary.store.get_json(key.namespace, key.name)
+        marker = f'"resourceVersion":"{working.resource_version}"'.encode()
+        return data if data is not None and marker in data else None
+
+    # PassHooks
+
+    def failed(
+        self, key: ResourceKey, snapshot: Resource | None, error: BaseException
+    ) -> Resource | None:
+        """The failure status to write: staged status plus the failed stage and Ready."""
+        with self._lock:
+            request = self._passes.get(key)
+        if request is None or snapshot is None:
+            return None
+        if request.completed and not isinstance(error, PassTimedOut):
+            return None  # the handler finished; its write failed and will be retried
+        report_failure(request, error)
+        if not request.staged:
+            return None
+        return request.apply_status(snapshot.model_copy(deep=True))
+
+    def settled(self, key: ResourceKey, succeeded: bool) -> None:
+        """Flush the pass's queued Events within `event_flush_timeout`."""
+        with self._lock:
+            request = self._passes.pop(key, None)
+        if request is None or not request.events or self.recorder is None:
+            return
+        regarding = request.object if request.object is not None else request.original
+        if regarding is None:
+            return
+        give_up = time.monotonic() + self.controller.event_flush_timeout
+        for event in request.events:
+            if time.monotonic() >= give_up:
+                self.log.warning("Dropping Events for %s: event_flush_timeout reached", key)
+                return
+            try:
+                self.recorder.emit(
+                    regarding, event.reason, event.message, type=event.type, action=event.action
+                )
+            except Exception as error:
+                self.log.warning("Could not record Event %s for %s: %s", event.reason, key, error)
+
+    # PassServices
+
+    def informer_for(self, resource: type[Any]) -> Informer:
+        informer = self._informers.get(resource)
+        if informer is None:
+            raise ValueError(f"{resource.__name__} is not watched by this controller")
+        return informer
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self, *, wait: bool = False) -> None:
+        """Start the informers (pooled ones too); with `wait`, also `wait_synced()`."""
+        with self._lock:
+            if self._started:
+                raise RuntimeError(f"Controller {self.name} was already started")
+            self._started = True
+        self._pool.start()
+        if wait:
+            self.wait_synced()
+
+    def wait_synced(self, timeout: float | None = None) -> None:
+        """Block until every informer listed (default `sync_timeout`), then start workers.
+
+        Raises `SyncTimeout`, `InformerFailed` or the fatal error; returns without starting
+        workers if `stop()` was called meanwhile.
+        """
+        if not self._started:
+            raise RuntimeError("start() the controller before waiting for it")
+        limit = self.controller.sync_timeout if timeout is None else timeout
+        give_up = time.monotonic() + limit
+        for informer in self._all:
+            if not informer.wait_synced(max(0.0, give_up - time.monotonic())):
+                if self._fatal is not None:
+                    raise self._fatal
+                if self._stopping:
+                    return  # stopped while waiting: nothing to start
+                raise SyncTimeout(
+                    f"Controller {self.name}: informer {informer.name} did not sync within "
+                    f"{limit:g}s (sync_timeout)"
+                )
+        if self._fatal is not None:
+            raise self._fatal
+        with self._lock:
+            if self._running or self._stopping:
+                return
+            self._running = True
+        self.workers.start()
+        self.log.info("Controller %s is ready", self.name)
+
+    @property
+    def ready(self) -> bool:
+        """Informers synced, workers running, not stopping, no fatal error."""
+        return self._running and not self._stopping and self._fatal is None
+
+    @property
+    def fatal_error(self) -> BaseException | None:
+        return self._fatal
+
+    @property
+    def status(self) -> ControllerStatus:
+        counts, seconds, _ = self.pass_runner.stats()
+        return ControllerStatus(
+            ready=self.ready,
+            queued=self.queue.depth,
+            processing=self.queue.processing,
+            delayed=self.queue.delayed,
+            successes=counts["success"],
+            errors=counts["error"],
+            terminal_errors=counts["terminal"],
+            cancellations=counts["cancelled"],
+            duration_seconds=seconds,
+        )
+
+    def stop(self, *, drain: bool = True, timeout: float | None = None) -> bool:
+        """Stop workers (in-flight passes finish within `timeout`, default shutdown_timeout).
+
+        With `drain`, keys already queued are processed too. Then stops the informers if
+        this runtime owns its pool. True if every pass finished in time.
+        """
+        with self._lock:
+            if self._stopped:
+                return True
+            self._stopping = self._stopped = True
+            running = self._running
+        limit = self.controller.shutdown_timeout if timeout is None else timeout
+        finished = True
+        if running:
+            finished = self.workers.stop(limit, drain=drain)
+        else:
+            self.queue.shutdown(immediate=True)
+        if self._owns_term:
+            self.term.end()
+            self.term.fence.close(0)  # abandoned passes write nothing more
+        if self._owns_pool:
+            self._pool.stop(timeout=limit)
+        return finished
+
+    # -- attach API ---------------------------------------------------------------------------
+
+    def enqueue(self, key: ResourceKey) -> None:
+        self._add(key)
+
+    def cached(self, resource: type[Any], *, namespace: str | None = None) -> Any:
+        return CachedResources(resource, self.informer_for(resource), namespace=namespace)
+
+
+def _interpret(value: object) -> tuple[Resource | None, float | None]:
+    if value is None:
+        return None, None
+    if isinstance(value, Wait):
+        return None, value.requeue_after
+    if isinstance(value, Result):
+        return value.resource, value.requeue_after
+    if isinstance(value, Resource):
+        return value, None
+    raise TypeError("Reconcile must return its resource, Result, Wait, or None")

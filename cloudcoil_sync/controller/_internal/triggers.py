@@ -1,0 +1,92 @@
+"""Which primary keys an informer event triggers (plain JSON in, `ResourceKey`s out).
+
+- Primary objects trigger their own key. An update that only changed `status` (its
+  resourceVersion moved but nothing else did) can be ignored, so a controller writing its
+  own status does not trigger itself; a resync (same resourceVersion) always triggers.
+- Owned children trigger their controller-owner: the ownerReference with
+  `controller: true` whose kind and API group are the primary's and whose UID is the UID
+  of the cached primary of that name.
+- Mapped dependencies trigger whatever the mapper returns for a copy of the object.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from cloudcoil_sync.controller._internal.types import ResourceKey
+
+__all__ = ["mapped_keys", "owner_keys", "primary_key", "status_only_change"]
+
+JSON = Mapping[str, Any]
+_VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+
+def primary_key(obj: JSON) -> ResourceKey:
+    return ResourceKey.from_resource(obj)
+
+
+def _essence(obj: JSON) -> dict[str, Any]:
+    essence = {key: value for key, value in obj.items() if key != "status"}
+    metadata = dict(essence.get("metadata") or {})
+    for key in _VOLATILE_METADATA:
+        metadata.pop(key, None)
+    essence["metadata"] = metadata
+    return essence
+
+
+def _version(obj: JSON) -> str | None:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+def status_only_change(old: JSON, new: JSON) -> bool:
+    """Whether `new` differs from `old` only in status (and volatile metadata).
+
+    False for a resync (same resourceVersion): those always reconcile.
+    """
+    if _version(old) == _version(new):
+        return False
+    return _essence(old) == _essence(new)
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0] if "/" in api_version else ""
+
+
+def owner_keys(
+    child: JSON,
+    *,
+    group: str,
+    kind: str,
+    namespaced: bool,
+    lookup: Callable[[ResourceKey], JSON | None],
+) -> list[ResourceKey]:
+    """The key of the child's controller-owner if it is a cached primary of this kind."""
+    metadata = child.get("metadata") or {}
+    for reference in metadata.get("ownerReferences") or []:
+        if not reference.get("controller"):
+            continue
+        if reference.get("kind") != kind or _group(str(reference.get("apiVersion", ""))) != group:
+            continue
+        name = reference.get("name")
+        if not name:
+            continue
+        key = ResourceKey(name, metadata.get("namespace") if namespaced else None)
+        owner = lookup(key)
+        if owner is not None and (owner.get("metadata") or {}).get("uid") == reference.get("uid"):
+            return [key]
+    return []
+
+
+def mapped_keys(
+    mapper: Callable[[Any], Iterable[ResourceKey]], obj: Any, *, name: str
+) -> list[ResourceKey]:
+    """Run a watch mapper on a deep copy of `obj`; every item must be a ResourceKey."""
+    keys = list(mapper(copy.deepcopy(obj)) or ())
+    for key in keys:
+        if not isinstance(key, ResourceKey):
+            raise TypeError(
+                f"Watch mapper {name} must return ResourceKey values, got {type(key).__name__}"
+            )
+    return keys

@@ -1,0 +1,572 @@
+"""The worker pass and the worker threads of one controller.
+
+A pass takes a key from the queue, builds the primary model from the informer's JSON
+(`None` if absent), calls the handler with a private copy, persists what the handler
+changed (guarded JSON patch, status through `/status`), then settles the key:
+
+- success: `forget`, and `add_after(requeue_after)` if asked (`Result`, `Wait`);
+- `TerminalError`: failure reported, `forget`, no retry (later events still reconcile);
+- any other exception (409/422 conflicts and timeouts included): failure reported,
+  `retry` with per-key backoff; the next pass reads the informer's newer snapshot.
+
+Handlers run on the worker threads and may block. A pass exceeding `reconcile_timeout`
+cannot be interrupted (threads cannot be cancelled): it is abandoned. Its write fence is
+closed (a write already on the wire finishes first; later API writes from its thread are
+refused with `WriteFenced`), it counts as an error, its key is released and retried with
+backoff, and a replacement thread keeps the pool at its size. When the handler finally
+returns, nothing it produced is written and nothing more is recorded. A retry may thus run
+while the abandoned handler is still blocked, but only one of them can write to the API.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from cloudcoil.resources import Resource
+
+from cloudcoil_sync.client._internal.api import ResourceClient
+from cloudcoil_sync.client._internal.errors import APIError, Conflict, TransportError
+from cloudcoil_sync.client._internal.fence import WriteFence, fenced
+from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
+from cloudcoil_sync.controller._internal.persist import persist, status_only, written_paths
+from cloudcoil_sync.controller._internal.queue import QueueClosed, WorkQueue
+from cloudcoil_sync.controller._internal.store import encode
+from cloudcoil_sync.controller._internal.term import PassRefused
+from cloudcoil_sync.controller._internal.types import ResourceKey, Result, TerminalError, Wait
+
+__all__ = ["Handler", "Outcome", "PassHooks", "PassRunner", "WorkerPool"]
+
+T = TypeVar("T", bound=Resource)
+JSON = dict[str, Any]
+Handler = Callable[[ResourceKey, Any], object]
+
+# How long to wait for the informer to catch up with our own write before looking again.
+STALE_SNAPSHOT_DELAY = 1.0
+# Passes are deferred for a stale snapshot only this long after the write.
+STALE_SNAPSHOT_PATIENCE = 5.0
+MAX_REMEMBERED_WRITES = 10_000
+# How long an abandoned pass's write already on the wire may take before its key is released.
+WRITE_GRACE = 30.0
+_ABANDONED = "the reconcile pass outlived reconcile_timeout and was abandoned"
+
+
+class PassHooks(Protocol):
+    """What the definition layer adds around a pass (failure status, Events)."""
+
+    def failed(
+        self, key: ResourceKey, snapshot: Resource | None, error: BaseException
+    ) -> Resource | None:
+        """A copy of `snapshot` whose status reports the failure (only status is written)."""
+
+    def settled(self, key: ResourceKey, succeeded: bool) -> None:
+        """After persistence (flush queued Events, forget per-pass state)."""
+
+
+class _NoHooks:
+    def failed(
+        self, key: ResourceKey, snapshot: Resource | None, error: BaseException
+    ) -> Resource | None:
+        return None
+
+    def settled(self, key: ResourceKey, succeeded: bool) -> None:
+        pass
+
+
+@dataclass
+class Outcome:
+    """What one pass did: the metric result label and the delay of a scheduled requeue."""
+
+    result: str
+    requeue_after: float | None = None
+    error: BaseException | None = None
+    wrote: bool = False
+    written: tuple[str, ...] = ()  # JSON pointers written, only collected for debug logs
+
+
+@dataclass
+class PassDeadline:
+    """Set by the pool's watchdog when a pass outlives `reconcile_timeout`.
+
+    `abandoned` and `finished` change under the pool's lock: exactly one of the watchdog
+    (abandoning) and the worker (finishing) settles the key and calls `queue.done`.
+    """
+
+    started: float
+    key: Any = None
+    expired: threading.Event = field(default_factory=threading.Event)
+    fence: WriteFence = field(default_factory=lambda: WriteFence(reason=_ABANDONED))
+    abandoned: bool = False
+    finished: bool = False
+
+
+class PassTimedOut(TimeoutError):
+    """The pass outlived `reconcile_timeout`; whatever it returned was not written."""
+
+
+class PassRunner(Generic[T]):
+    """Run passes for one controller's primary kind."""
+
+    def __init__(
+        self,
+        resource: type[T],
+        handler: Handler,
+        *,
+        queue: WorkQueue[ResourceKey],
+        lookup: Callable[[ResourceKey], bytes | JSON | None],
+        client: Callable[[ResourceKey], ResourceClient[Any]],
+        name: str,
+        metrics: ControllerMetrics | None = None,
+        hooks: PassHooks | None = None,
+    ) -> None:
+        self.resource = resource
+        self.name = name
+        self._handler = handler
+        self._queue = queue
+        self._lookup = lookup
+        self._client = client
+        self._metrics = metrics
+        self._hooks: PassHooks = hooks or _NoHooks()
+        self._log = logging.getLogger(f"cloudcoil_sync.controller.{name}")
+        self._lock = threading.Lock()
+        # key -> resourceVersion our last write replaced: a snapshot still at it is stale.
+        self._superseded: dict[ResourceKey, tuple[str, float]] = {}
+        self.counts = {"success": 0, "error": 0, "terminal": 0, "cancelled": 0}
+        self.duration = 0.0
+        self.writes = 0
+
+    def process(self, key: ResourceKey, deadline: PassDeadline | None = None) -> Outcome:
+        """One pass for `key` (the caller holds it from `get` and calls `done`)."""
+        started = time.monotonic()
+        found = self._lookup(key)
+        data = found if found is None or isinstance(found, bytes) else encode(found)
+        snapshot = self.resource.model_validate_json(data) if data is not None else None
+        if snapshot is not None and self._is_stale(key, snapshot):
+            self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
+            self._log.debug("Pass for %s skipped: the cache still shows our last write's base", key)
+            return Outcome("skipped")
+        # The handler's copy is parsed anew: cheaper than a deep copy, and shares nothing.
+        working = self.resource.model_validate_json(data) if data is not None else None
+        try:
+            outcome = self._run(key, snapshot, working, deadline)
+        except PassRefused:
+            # Not started (stopping, or the Lease's renew deadline passed): not an error; the
+            # key comes back later unless the queue is closed by then.
+            self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
+            return Outcome("skipped")
+        except Exception as error:
+            if deadline is not None and deadline.abandoned:
+                return Outcome("cancelled", error=error)  # the pool settled the key
+            outcome = self._failed(key, snapshot, error, terminal=isinstance(error, TerminalError))
+        if deadline is not None and deadline.abandoned:
+            return outcome  # its write (if any) began before the timeout; the pool settled
+        seconds = time.monotonic() - started
+        self._record(outcome, seconds)
+        if self._log.isEnabledFor(logging.DEBUG):
+            self._log.debug("Pass for %s: %s", key, _describe(outcome, seconds, snapshot is None))
+        try:
+            self._hooks.settled(key, outcome.error is None)
+        except Exception:
+            self._log.exception("Settling the pass for %s failed", key)
+        return outcome
+
+    def abandon(self, key: ResourceKey, seconds: float) -> None:
+        """Settle a pass the pool gave up on: an error, retried with backoff."""
+        self._log.error("Reconcile of %s timed out after %.1fs; abandoned, retrying", key, seconds)
+        self._queue.retry(key)
+        self._record(Outcome("error", error=PassTimedOut()), seconds)
+
+    def stats(self) -> tuple[dict[str, int], float, int]:
+        """(pass counts by outcome, total pass seconds, writes): a consistent copy.
+
+        Outcomes: success (requeues included), error, terminal, and cancelled (passes
+        that outlived `reconcile_timeout`, also counted as errors).
+        """
+        with self._lock:
+            return dict(self.counts), self.duration, self.writes
+
+    # -- the pass ----------------------------------------------------------------------------
+
+    def _run(
+        self, key: ResourceKey, snapshot: T | None, working: T | None, deadline: PassDeadline | None
+    ) -> Outcome:
+        try:
+            value = self._handler(key, working)
+        except Wait as wait:
+            value = wait
+        _check_deadline(deadline)
+        desired, requeue_after = self._interpret(value)
+        wrote = False
+        written: tuple[str, ...] = ()
+        if desired is not None:
+            if snapshot is None:
+                raise ValueError("Cannot persist a returned resource for an absent snapshot")
+            wrote = self._write(key, snapshot, desired, deadline)
+            if wrote and self._log.isEnabledFor(logging.DEBUG):
+                written = tuple(written_paths(snapshot, desired))
+        self._queue.forget(key)
+        if requeue_after is not None:
+            self._queue.add_after(key, requeue_after)
+            return Outcome("requeue_after", requeue_after, wrote=wrote, written=written)
+        return Outcome("success", wrote=wrote, written=written)
+
+    def _interpret(self, value: object) -> tuple[T | None, float | None]:
+        if value is None:
+            return None, None
+        if isinstance(value, Wait):
+            return None, value.requeue_after
+        if isinstance(value, Result):
+            desired = value.resource
+            if desired is not None and not isinstance(desired, self.resource):
+                raise TypeError("Reconcile must return its primary resource type")
+            return desired, value.requeue_after
+        if isinstance(value, Resource):
+            if not isinstance(value, self.resource):
+                raise TypeError("Reconcile must return its primary resource type")
+            return value, None
+        raise TypeError("Reconcile must return its resource, Result, Wait, or None")
+
+    def _write(
+        self, key: ResourceKey, snapshot: T, desired: Resource, deadline: PassDeadline | None
+    ) -> bool:
+        _check_deadline(deadline)
+        client = self._client(key)
+        response = persist(
+            client,
+            snapshot,
+            desired,
+            status_subresource="status" in client.mapping.subresources,
+        )
+        if response is None:
+            return False
+        self._remember_write(key, snapshot, response)
+        with self._lock:
+            self.writes += 1
+        return True
+
+    def _failed(
+        self,
+        key: ResourceKey,
+        snapshot: T | None,
+        error: Exception,
+        *,
+        terminal: bool,
+    ) -> Outcome:
+        if isinstance(error, PassTimedOut):
+            self._log.error("Reconcile of %s timed out; its result was discarded", key)
+        elif terminal:
+            self._log.error("Reconcile of %s failed terminally: %s", key, error)
+        elif isinstance(error, Conflict):
+            # Optimistic concurrency at work: the next pass reads the newer object.
+            self._log.info("Reconcile of %s will retry: the object changed (%s)", key, error)
+        elif isinstance(error, APIError | TransportError):
+            self._log.warning("Reconcile of %s failed: %s", key, error)
+        else:
+            self._log.warning("Reconcile of %s failed: %s", key, error, exc_info=error)
+        try:
+            self._report_failure(key, snapshot, error)
+        except Exception as report_error:
+            # Could not even record the failure: retry the whole pass.
+            self._log.warning("Reporting the failure of %s failed: %s", key, report_error)
+            terminal = False
+        if terminal:
+            self._queue.forget(key)
+        else:
+            self._queue.retry(key)
+        return Outcome("terminal" if terminal else "error", error=error)
+
+    def _report_failure(self, key: ResourceKey, snapshot: T | None, error: Exception) -> None:
+        if snapshot is None:
+            return
+        report = self._hooks.failed(key, snapshot, error)
+        if report is None:
+            return
+        desired = status_only(snapshot, report)
+        client = self._client(key)
+        subresource = "status" in client.mapping.subresources
+        response = persist(client, snapshot, desired, status_subresource=subresource)
+        if response is not None:
+            self._remember_write(key, snapshot, response)
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _is_stale(self, key: ResourceKey, snapshot: T) -> bool:
+        """The informer still shows the version our last write replaced (briefly)."""
+        with self._lock:
+            remembered = self._superseded.get(key)
+            if remembered is None:
+                return False
+            superseded, until = remembered
+            if snapshot.resource_version == superseded and time.monotonic() < until:
+                return True
+            # Caught up, or the echo is late: a truly stale patch is refused (422) anyway.
+            del self._superseded[key]
+            return False
+
+    def _remember_write(self, key: ResourceKey, snapshot: T, response: JSON) -> None:
+        version = snapshot.resource_version
+        written = (response.get("metadata") or {}).get("resourceVersion")
+        if not version or written == version:
+            return  # the server changed nothing: no newer version is coming
+        with self._lock:
+            if len(self._superseded) >= MAX_REMEMBERED_WRITES:
+                self._superseded.pop(next(iter(self._superseded)))
+            self._superseded[key] = (version, time.monotonic() + STALE_SNAPSHOT_PATIENCE)
+
+    def _record(self, outcome: Outcome, seconds: float) -> None:
+        terminal = outcome.result == "terminal"
+        label = "error" if terminal else outcome.result
+        if label == "skipped":
+            return
+        with self._lock:
+            self.counts["terminal" if terminal else "error" if label == "error" else "success"] += 1
+            if isinstance(outcome.error, PassTimedOut):
+                self.counts["cancelled"] += 1  # its result was discarded
+            self.duration += seconds
+        if self._metrics is not None:
+            if isinstance(outcome.error, PassTimedOut):
+                self._metrics.timed_out()
+            self._metrics.reconciled(label, seconds, terminal=terminal)
+
+
+def _describe(outcome: Outcome, seconds: float, absent: bool) -> str:
+    """One debug line's worth: outcome, duration and what was written."""
+    text = f"{outcome.result} in {seconds * 1000:.1f} ms"
+    if absent:
+        text += " (object absent)"
+    if outcome.requeue_after is not None:
+        text += f", requeued after {outcome.requeue_after:g}s"
+    if outcome.error is not None:
+        text += f", {type(outcome.error).__name__}: {outcome.error}"
+    if outcome.written:
+        text += f", wrote {', '.join(outcome.written)}"
+    elif outcome.error is None:
+        text += ", nothing to write" if not outcome.wrote else ", wrote"
+    return text
+
+
+def _check_deadline(deadline: PassDeadline | None) -> None:
+    if deadline is not None and deadline.expired.is_set():
+        raise PassTimedOut("The reconcile pass outlived reconcile_timeout")
+
+
+class WorkerPool:
+    """`workers` threads taking keys from `queue` and running `runner.process`."""
+
+    def __init__(
+        self,
+        runner: PassRunner[Any],
+        queue: WorkQueue[ResourceKey],
+        *,
+        workers: int,
+        reconcile_timeout: float | None = None,
+        metrics: ControllerMetrics | None = None,
+        fence: WriteFence | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("workers must be a positive integer")
+        self._runner = runner
+        self._queue = queue
+        self._workers = workers
+        self._timeout = reconcile_timeout
+        self._metrics = metrics
+        self._fence = fence  # the term's: parent of every pass's fence
+        self._name = runner.name
+        self._lock = threading.Condition()
+        self._threads: set[threading.Thread] = set()
+        self._active: dict[threading.Thread, PassDeadline] = {}
+        self._retired: set[threading.Thread] = set()
+        self._releasing: set[threading.Thread] = set()
+        self._stopping = False
+        self._started = False
+        self._serial = 0
+        self._watchdog: threading.Thread | None = None
+
+    @property
+    def timed_out(self) -> int:
+        """Threads still running a pass that outlived `reconcile_timeout`."""
+        with self._lock:
+            return len(self._retired & self._threads)
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                raise RuntimeError("A worker pool can only be started once")
+            self._started = True
+            for _ in range(self._workers):
+                self._spawn()
+            if self._timeout is not None:
+                self._watchdog = threading.Thread(
+                    target=self._watch, name=f"{self._name}-watchdog", daemon=True
+                )
+                self._watchdog.start()
+
+    def stop(self, timeout: float | None = 10.0, *, drain: bool = False) -> bool:
+        """Stop taking keys; let passes in flight finish within `timeout`.
+
+        With `drain`, keys already queued are processed first (within the same bound).
+        Returns False if some pass was still running at the deadline (its thread is left
+        to finish on its own; nothing is interrupted mid-write).
+        """
+        self._queue.shutdown(immediate=not drain)
+        give_up = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+            threads = list(self._threads)
+        me = threading.current_thread()
+        for thread in threads:
+            if thread is me:
+                continue  # stop() from a handler: this thread ends after its pass
+            remaining = None if give_up is None else max(0.0, give_up - time.monotonic())
+            thread.join(remaining)
+        if drain:
+            self._queue.shutdown(immediate=True)
+        if self._watchdog is not None:
+            self._watchdog.join(1.0)
+        with self._lock:
+            releasing = list(self._releasing)
+        for releaser in releasing:
+            releaser.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
+        with self._lock:
+            alive = [t for t in self._threads if t.is_alive() and t is not me]
+        if alive:
+            logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
+                "%d reconcile pass(es) still running after shutdown_timeout", len(alive)
+            )
+        return not alive
+
+    # -- threads -----------------------------------------------------------------------------
+
+    def _spawn(self) -> None:
+        self._serial += 1
+        thread = threading.Thread(
+            target=self._work, name=f"{self._name}-worker-{self._serial}", daemon=True
+        )
+        self._threads.add(thread)
+        thread.start()
+
+    def _work(self) -> None:
+        me = threading.current_thread()
+        try:
+            while True:
+                if me in self._retired and self._replaced(me):
+                    return
+                try:
+                    key = self._queue.get()
+                except QueueClosed:
+                    return
+                fence = WriteFence(reason=_ABANDONED, parent=self._fence)
+                deadline = PassDeadline(time.monotonic(), key=key, fence=fence)
+                self._begin(me, deadline)
+                if self._metrics is not None:
+                    self._metrics.worker_started()
+                try:
+                    with fenced(deadline.fence):
+                        self._runner.process(key, deadline)
+                except BaseException:
+                    logging.getLogger(f"cloudcoil_sync.controller.{self._name}").exception(
+                        "Unexpected failure processing %s", key
+                    )
+                    if not deadline.abandoned:
+                        self._queue.retry(key)
+                finally:
+                    if self._finish(me, deadline):  # else the watchdog's release settles the key
+                        self._queue.done(key)
+                        if self._metrics is not None:
+                            self._metrics.worker_finished()
+        finally:
+            with self._lock:
+                self._threads.discard(me)
+                self._retired.discard(me)
+                self._lock.notify_all()
+
+    # Without a reconcile_timeout nothing watches passes in flight, so a pass does not
+    # take the pool's lock at all (it took it three times): every lock all workers share
+    # is a place where they queue behind a holder that is waiting for the GIL.
+
+    def _replaced(self, me: threading.Thread) -> bool:
+        """Back from a stuck pass: True if a replacement took over (this thread leaves)."""
+        with self._lock:
+            if len(self._threads - self._retired) >= self._workers:
+                return True
+            self._retired.discard(me)
+            return False
+
+    def _begin(self, me: threading.Thread, deadline: PassDeadline) -> None:
+        if self._timeout is None:
+            return
+        with self._lock:
+            self._active[me] = deadline
+            self._lock.notify_all()
+
+    def _finish(self, me: threading.Thread, deadline: PassDeadline) -> bool:
+        """Mark the pass finished; False if the watchdog abandoned it first."""
+        if self._timeout is None:
+            return True
+        with self._lock:
+            deadline.finished = True
+            if deadline.abandoned:
+                return False
+            self._active.pop(me, None)
+            return True
+
+    def _release(self, deadline: PassDeadline) -> None:
+        """Release an abandoned pass's key once no write of it is on the wire."""
+        try:
+            if not deadline.fence.close(WRITE_GRACE):
+                logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
+                    "A write of the abandoned pass of %s is still in flight", deadline.key
+                )
+            self._runner.abandon(deadline.key, time.monotonic() - deadline.started)
+            self._queue.done(deadline.key)
+            if self._metrics is not None:
+                self._metrics.worker_finished()
+        finally:
+            with self._lock:
+                self._releasing.discard(threading.current_thread())
+                self._lock.notify_all()
+
+    def _start_release(self, deadline: PassDeadline) -> None:
+        # Its own thread: closing the fence may wait for a write on the wire (WRITE_GRACE).
+        releaser = threading.Thread(
+            target=self._release, args=(deadline,), name=f"{self._name}-release", daemon=True
+        )
+        self._releasing.add(releaser)
+        releaser.start()
+
+    def _watch(self) -> None:
+        """Mark passes that outlive the timeout and replace their threads."""
+        assert self._timeout is not None
+        limit = self._timeout
+        with self._lock:
+            while not self._stopping:
+                now = time.monotonic()
+                next_check: float | None = None
+                for thread, deadline in list(self._active.items()):
+                    if deadline.expired.is_set():
+                        continue
+                    due = deadline.started + limit
+                    if due <= now:
+                        deadline.expired.set()
+                        self._retired.add(thread)
+                        if not deadline.finished:
+                            deadline.abandoned = True
+                            del self._active[thread]
+                            self._start_release(deadline)
+                        # Keep the pool's capacity while the pass is stuck, within a bound:
+                        # at most as many stuck threads as workers.
+                        if len(self._threads) < 2 * self._workers:
+                            self._spawn()
+                        else:
+                            logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
+                                "%d reconcile passes are stuck; not adding more threads",
+                                len(self._retired & self._threads),
+                            )
+                    elif next_check is None or due < next_check:
+                        next_check = due
+                self._lock.wait(None if next_check is None else next_check - now)

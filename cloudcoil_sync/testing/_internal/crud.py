@@ -1,0 +1,377 @@
+"""Object semantics: create, read, list, replace, patch, apply and delete on the store."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from cloudcoil_sync.testing._internal import status as st
+from cloudcoil_sync.testing._internal.deletion import delete, delete_collection
+from cloudcoil_sync.testing._internal.hooks import ObjectAdmission
+from cloudcoil_sync.testing._internal.listing import list_body
+from cloudcoil_sync.testing._internal.managed import Writer, apply_patch, record_update
+from cloudcoil_sync.testing._internal.patch import apply_json_patch, apply_merge_patch
+from cloudcoil_sync.testing._internal.request import Req, now_iso
+from cloudcoil_sync.testing._internal.resources import ResourceType
+from cloudcoil_sync.testing._internal.store import Store
+from cloudcoil_sync.testing._internal.strategic import apply_strategic_merge_patch
+from cloudcoil_sync.testing._internal.validation import (
+    apply_defaults,
+    check_kind,
+    from_storage,
+    prepare_for_create,
+    to_storage,
+    validate,
+)
+
+__all__ = ["Objects", "Req", "now_iso"]
+
+JSON = dict[str, Any]
+_RETRIES = 16
+_GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+    "application/strategic-merge-patch+json",
+)
+
+
+def _spec_part(obj: JSON, status_split: bool) -> JSON:
+    skip = {"metadata", "status"} if status_split else {"metadata"}
+    return {k: v for k, v in obj.items() if k not in skip}
+
+
+class Objects:
+    """The write and read paths shared by HTTP handlers and the in-process controllers."""
+
+    def __init__(self, store: Store, require_namespaces: bool = True) -> None:
+        self.store = store
+        self.require_namespaces = require_namespaces
+        self.admission: ObjectAdmission | None = None  # webhook calls (admission.py)
+
+    # -- reads -------------------------------------------------------------------------------
+    def get(self, req: Req) -> JSON:
+        obj = self.store.get(req.rt.key, req.namespace, req.name)
+        if obj is None:
+            raise st.not_found(req.rt.plural, req.rt.group, req.name)
+        return from_storage(req.rt, obj)
+
+    def list_body(self, req: Req) -> bytes:
+        return list_body(self.store, req)
+
+    # -- writes ------------------------------------------------------------------------------
+    def _check_namespace(self, req: Req) -> None:
+        if not req.rt.namespaced or not self.require_namespaces:
+            return
+        ns = self.store.get(("", "namespaces"), "", req.namespace)
+        if ns is None:
+            raise st.not_found("namespaces", "", req.namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise st.ApiError(
+                403,
+                "Forbidden",
+                f'{req.rt.plural} "{req.name}" is forbidden: unable to create new content in '
+                f"namespace {req.namespace} because it is being terminated",
+                {"name": req.name, "kind": req.rt.plural},
+            )
+
+    def create(
+        self, req: Req, body: JSON | None = None, managed: list[JSON] | None = None
+    ) -> tuple[int, JSON]:
+        rt = req.rt
+        # The body is owned by this call (freshly decoded or built by the caller).
+        obj = body if body is not None else req.body
+        if not isinstance(obj, dict):
+            raise st.bad_request("the body of the request must be a JSON object")
+        check_kind(rt, obj)
+        meta = obj.setdefault("metadata", {})
+        if rt.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and body_ns != req.namespace:
+                raise st.bad_request(
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request"
+                )
+            meta["namespace"] = req.namespace
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName"):
+            suffix = "".join(random.choices(_GEN_CHARS, k=5))
+            meta["name"] = meta["generateName"] + suffix
+        req.name = meta.get("name", "")
+        obj = {"kind": rt.kind, "apiVersion": rt.api_version, **_untyped(obj)}
+        validate(rt, obj, rt.group)
+        if rt.status_subresource:
+            obj.pop("status", None)
+        apply_defaults(rt, obj, creating=True)
+        obj = self._mutated("CREATE", req, obj, None)
+        meta = obj["metadata"]
+        now = now_iso()
+        for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(key, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now
+        if rt.has_generation:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        if managed is None:
+            managed = record_update(None, obj, req.writer(now), rt.status_subresource, [])
+        meta["managedFields"] = managed
+        if not meta["managedFields"]:
+            del meta["managedFields"]
+        prepare_for_create(rt, obj)
+        if self.admission is not None:
+            self.admission.validate("CREATE", req, obj, None)
+        with self.store.lock:
+            self._check_namespace(req)
+            if self.store.get(rt.key, req.namespace, req.name) is not None:
+                raise st.already_exists(rt.plural, rt.group, req.name)
+            if req.dry_run:
+                return 201, obj
+            stored = self.store.put(rt.key, to_storage(rt, obj))
+        return 201, from_storage(rt, stored)
+
+    def update(self, req: Req, new: Any, old: JSON, apply_w: Writer | None = None) -> JSON:
+        """Write ``new`` (the client's intended object) over stored ``old`` (storage form)."""
+        rt = req.rt
+        if not isinstance(new, dict):
+            raise st.bad_request("the body of the request must be a JSON object")
+        check_kind(rt, new)
+        view_old = from_storage(rt, old)
+        # Nested values may be shared with the stored object: only top level and metadata are
+        # rebuilt here, and defaulting only fills fields a stored object already has.
+        meta = new.get("metadata")
+        if meta is None:
+            meta = {}
+        if not isinstance(meta, dict):
+            raise st.bad_request("metadata must be an object")
+        new = {
+            "kind": rt.kind,
+            "apiVersion": rt.api_version,
+            **_untyped(new),
+            "metadata": dict(meta),
+        }
+        meta = new["metadata"]
+        sent_rv = meta.get("resourceVersion")
+        if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
+            raise st.conflict(rt.plural, rt.group, req.name)
+        if meta.get("uid") and meta["uid"] != old["metadata"]["uid"]:
+            raise st.conflict(rt.plural, rt.group, req.name)
+        old_meta = view_old["metadata"]
+        split = rt.status_subresource
+        if split and req.subresource == "status":
+            new = {**view_old, "status": new.get("status")}
+            if new["status"] is None:
+                del new["status"]
+            meta = new["metadata"] = dict(old_meta)
+        elif split:
+            new.pop("status", None)
+            if "status" in view_old:
+                new["status"] = view_old["status"]
+        new["apiVersion"], new["kind"] = rt.api_version, rt.kind
+        for key in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"):
+            if key in old_meta:
+                meta[key] = old_meta[key]
+            else:
+                meta.pop(key, None)
+        if "deletionGracePeriodSeconds" in old_meta:
+            meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
+        meta["resourceVersion"] = old_meta["resourceVersion"]
+        apply_defaults(rt, new, creating=False)
+        new = self._mutated("UPDATE", req, new, view_old)
+        meta = new["metadata"]
+        validate(rt, new, rt.group)
+        _check_finalizers(rt, old_meta, meta)
+        if rt.has_generation:
+            generation = int(old_meta.get("generation", 1))
+            if _spec_part(new, split) != _spec_part(view_old, split):
+                generation += 1
+            meta["generation"] = generation
+        now = now_iso()
+        if apply_w is None:
+            base = meta.get("managedFields")
+            if base is not None and base == old_meta.get("managedFields"):
+                base = None
+            meta["managedFields"] = record_update(
+                view_old, new, req.writer(now), split, base if base else None
+            )
+        if not meta.get("managedFields"):
+            meta.pop("managedFields", None)
+        if self.admission is not None:
+            self.admission.validate("UPDATE", req, new, view_old)
+        if new == view_old or _same_but_managed(new, view_old):
+            return view_old
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            if not req.dry_run:
+                with self.store.lock:
+                    self._check_current(req, old)
+                    self.store.remove(rt.key, to_storage(rt, new))
+            return new
+        if req.dry_run:
+            return new
+        with self.store.lock:
+            self._check_current(req, old)
+            stored = self.store.put(rt.key, to_storage(rt, new), old)
+        return from_storage(rt, stored)
+
+    def _mutated(self, operation: str, req: Req, obj: JSON, old: JSON | None) -> JSON:
+        """The object after mutating admission; what webhooks changed is validated again."""
+        if self.admission is None:
+            return obj
+        changed = self.admission.mutate(operation, req, obj, old)
+        if changed is not obj:
+            validate(req.rt, changed, req.rt.group)
+        return changed
+
+    def _check_current(self, req: Req, old: JSON) -> None:
+        current = self.store.get(req.rt.key, req.namespace, req.name)
+        if current is None:
+            raise st.not_found(req.rt.plural, req.rt.group, req.name)
+        if current is not old:
+            raise StaleRead(req.rt.plural, req.rt.group, req.name)
+
+    def _retrying(self, req: Req, once: Callable[[Req], tuple[int, JSON]]) -> tuple[int, JSON]:
+        """Redo a write whose read went stale (kube-apiserver's GuaranteedUpdate loop)."""
+        for _ in range(_RETRIES):
+            try:
+                return once(req)
+            except StaleRead:
+                continue
+        return once(req)
+
+    def replace(self, req: Req) -> tuple[int, JSON]:
+        return self._retrying(req, self._replace)
+
+    def patch(self, req: Req) -> tuple[int, JSON]:
+        return self._retrying(req, self._patch)
+
+    def _replace(self, req: Req) -> tuple[int, JSON]:
+        old = self.store.get(req.rt.key, req.namespace, req.name)
+        if old is None:
+            raise st.not_found(req.rt.plural, req.rt.group, req.name)
+        body = req.body if isinstance(req.body, dict) else {}
+        if (body.get("metadata") or {}).get("name", req.name) != req.name:
+            raise st.bad_request("the name of the object does not match the name on the URL")
+        return 200, self.update(req, body, old)
+
+    def _patch(self, req: Req) -> tuple[int, JSON]:
+        rt = req.rt
+        ctype = req.content_type.split(";")[0].strip()
+        if ctype == "application/apply-patch+yaml":
+            return self._apply(req)
+        old = self.store.get(rt.key, req.namespace, req.name)
+        if old is None:
+            raise st.not_found(rt.plural, rt.group, req.name)
+        view = from_storage(rt, old)
+        if ctype == "application/json-patch+json":
+            new = apply_json_patch(view, req.body)
+        elif ctype == "application/merge-patch+json":
+            if not isinstance(req.body, dict):
+                raise st.bad_request("a merge patch must be a JSON object")
+            new = apply_merge_patch(view, req.body)
+        elif ctype == "application/strategic-merge-patch+json" and rt.builtin:
+            new = apply_strategic_merge_patch(view, req.body)
+        else:  # custom resources take no strategic merge patch, as in kube-apiserver
+            raise st.ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types "
+                f"include: {', '.join(_types(rt))} (got {ctype})",
+            )
+        return 200, self.update(req, new, old)
+
+    def _apply(self, req: Req) -> tuple[int, JSON]:
+        rt = req.rt
+        if not req.query.get("fieldManager"):
+            raise st.ApiError(
+                422,
+                "Invalid",
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
+                "required for apply patch",
+                {
+                    "group": "meta.k8s.io",
+                    "kind": "PatchOptions",
+                    "causes": [
+                        {
+                            "reason": "FieldValueRequired",
+                            "message": "Required value: is required for apply patch",
+                            "field": "fieldManager",
+                        }
+                    ],
+                },
+            )
+        applied = req.body
+        if not isinstance(applied, dict):
+            raise st.bad_request("an apply patch must be an object")
+        check_kind(rt, applied)
+        force = req.query.get("force") in ("true", "1")
+        w = req.writer(now_iso())
+        old = self.store.get(rt.key, req.namespace, req.name)
+        if old is None:
+            merged = apply_patch(None, applied, w, force, rt.status_subresource)
+            merged.setdefault("metadata", {})["name"] = req.name
+            managed = merged["metadata"].pop("managedFields")
+            try:
+                return self.create(req, merged, managed)
+            except st.ApiError as err:
+                if err.reason == "AlreadyExists":
+                    raise StaleRead(rt.plural, rt.group, req.name) from err
+                raise
+        view = from_storage(rt, old)
+        merged = apply_patch(view, applied, w, force, rt.status_subresource)
+        return 200, self.update(req, merged, old, apply_w=w)
+
+    def delete(self, req: Req) -> tuple[int, JSON]:
+        return delete(self.store, req)
+
+    def delete_collection(self, req: Req) -> JSON:
+        return delete_collection(self.store, req)
+
+
+def _types(rt: ResourceType) -> tuple[str, ...]:
+    smp = "application/strategic-merge-patch+json"
+    return _PATCH_TYPES if rt.builtin else tuple(t for t in _PATCH_TYPES if t != smp)
+
+
+def _check_finalizers(rt: ResourceType, old_meta: JSON, meta: JSON) -> None:
+    """No finalizer may be added once deletion started (kube-apiserver's ObjectMeta rule)."""
+    if not old_meta.get("deletionTimestamp"):
+        return
+    before = old_meta.get("finalizers") or []
+    added = [f for f in meta.get("finalizers") or [] if f not in before]
+    if added:
+        found = ", ".join(json.dumps(f) for f in added)
+        message = (
+            "Forbidden: no new finalizers can be added if the object is being deleted, "
+            f"found new finalizers []string{{{found}}}"
+        )
+        group = "" if rt.kind == "Event" else rt.group
+        name = meta.get("name", "")
+        raise st.invalid(
+            rt.kind, group, name, [("FieldValueForbidden", "metadata.finalizers", message)]
+        )
+
+
+def _untyped(obj: JSON) -> JSON:
+    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+
+
+class StaleRead(st.ApiError):
+    """The object changed between read and write; retried internally, else a 409."""
+
+    def __init__(self, plural: str, group: str, name: str) -> None:
+        err = st.conflict(plural, group, name)
+        super().__init__(err.code, err.reason, err.message, err.details)
+
+
+def _same_but_managed(a: JSON, b: JSON) -> bool:
+    """Equal apart from managedFields timestamps (a no-op write keeps the stored object)."""
+    ma, mb = dict(a.get("metadata") or {}), dict(b.get("metadata") or {})
+    fa = [{k: v for k, v in e.items() if k != "time"} for e in ma.pop("managedFields", []) or []]
+    fb = [{k: v for k, v in e.items() if k != "time"} for e in mb.pop("managedFields", []) or []]
+    return fa == fb and {**a, "metadata": ma} == {**b, "metadata": mb}

@@ -1,0 +1,197 @@
+"""Validation, defaulting and version conversion for the kinds whose rules operators meet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cloudcoil_sync._internal.names import is_dns_label, is_dns_subdomain
+from cloudcoil_sync.testing._internal.resources import ResourceType
+from cloudcoil_sync.testing._internal.status import ApiError, invalid
+
+__all__ = [
+    "apply_defaults",
+    "check_kind",
+    "from_storage",
+    "prepare_for_create",
+    "to_storage",
+    "validate",
+]
+
+JSON = dict[str, Any]
+
+_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+
+
+def validate(rt: ResourceType, obj: JSON, api_group: str) -> None:
+    """Raise 422 Invalid for the rules kube-apiserver enforces that operators trip over."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or ""
+    causes: list[tuple[str, str, str]] = []
+    if not name:
+        causes.append(
+            (
+                "FieldValueRequired",
+                "metadata.name",
+                "Required value: name or generateName is required",
+            )
+        )
+    elif rt.plural == "namespaces":
+        if not is_dns_label(name):
+            causes.append(
+                ("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_LABEL_MSG}')
+            )
+    elif rt.group == "rbac.authorization.k8s.io":  # path-segment names: "system:x" is valid
+        bad = next((s for s in ("/", "%") if s in name), None)
+        if name in (".", "..") or bad:
+            why = f"may not contain '{bad}'" if bad else f"may not be '{name}'"
+            causes.append(("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {why}'))
+    elif not is_dns_subdomain(name, label_limit=False):
+        causes.append(
+            ("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_SUBDOMAIN_MSG}')
+        )
+    if api_group == "events.k8s.io" and rt.kind == "Event" and not obj.get("eventTime"):
+        causes.append(("FieldValueRequired", "eventTime", "Required value"))
+    if rt.kind == "CustomResourceDefinition":
+        spec = obj.get("spec") or {}
+        names = spec.get("names") or {}
+        expected = f"{names.get('plural', '')}.{spec.get('group', '')}"
+        if name and name != expected:
+            causes.append(
+                (
+                    "FieldValueInvalid",
+                    "metadata.name",
+                    f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group',
+                )
+            )
+    if causes:
+        # Events validate as the internal core kind: no group in the details.
+        group = "" if rt.kind == "Event" else rt.group
+        raise invalid(rt.kind, group, name, causes)
+
+
+def _deployment_defaults(spec: JSON) -> None:
+    spec.setdefault("replicas", 1)
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", "25%")
+        rolling.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    template = spec.setdefault("template", {})
+    template.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+    _pod_spec_defaults(template.setdefault("spec", {}))
+
+
+def _pod_spec_defaults(pod: JSON) -> None:
+    for container in pod.get("containers") or []:
+        container.setdefault("resources", {})
+        container.setdefault("terminationMessagePath", "/dev/termination-log")
+        container.setdefault("terminationMessagePolicy", "File")
+        image = str(container.get("image", ""))
+        latest = image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]
+        container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+    pod.setdefault("restartPolicy", "Always")
+    pod.setdefault("terminationGracePeriodSeconds", 30)
+    pod.setdefault("dnsPolicy", "ClusterFirst")
+    pod.setdefault("securityContext", {})
+    pod.setdefault("schedulerName", "default-scheduler")
+
+
+def apply_defaults(rt: ResourceType, obj: JSON, creating: bool) -> None:
+    """Server-side defaults for the kinds where tests compare them (mutates ``obj``)."""
+    kind = rt.kind
+    if kind in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet") and rt.group == "apps":
+        if kind == "Deployment":
+            _deployment_defaults(obj.setdefault("spec", {}))
+        if creating:
+            obj.setdefault("status", {})
+    elif kind == "Pod" and rt.group == "":
+        _pod_spec_defaults(obj.setdefault("spec", {}))
+    elif kind == "Namespace" and rt.group == "":
+        name = obj["metadata"].get("name", "")
+        labels = obj["metadata"].setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = name
+    elif kind == "CustomResourceDefinition":
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("conversion", {"strategy": "None"})
+        if creating:
+            stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
+            obj["status"] = {
+                "conditions": None,
+                "acceptedNames": {"plural": "", "kind": ""},
+                "storedVersions": stored,
+            }
+
+
+def prepare_for_create(rt: ResourceType, obj: JSON) -> None:
+    """Strategy fields set after managedFields are computed (so nobody owns them)."""
+    if rt.kind == "Namespace" and rt.group == "":
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        obj["status"] = {"phase": "Active"}
+
+
+# events.k8s.io/v1 field ↔ core/v1 field (storage is core/v1).
+_EVENT_FIELDS = {
+    "regarding": "involvedObject",
+    "note": "message",
+    "reportingController": "reportingComponent",
+    "deprecatedSource": "source",
+    "deprecatedFirstTimestamp": "firstTimestamp",
+    "deprecatedLastTimestamp": "lastTimestamp",
+    "deprecatedCount": "count",
+}
+_CORE_EVENT_DEFAULTS: dict[str, Any] = {"source": {}, "firstTimestamp": None, "lastTimestamp": None}
+
+
+def _is_events_v1(rt: ResourceType) -> bool:
+    return rt.group == "events.k8s.io" and rt.kind == "Event"
+
+
+def to_storage(rt: ResourceType, obj: JSON) -> JSON:
+    """Convert an object written through ``rt`` into its storage form."""
+    if _is_events_v1(rt):
+        out = {_EVENT_FIELDS.get(k, k): v for k, v in obj.items()}
+        out["apiVersion"] = "v1"
+        for key, value in _CORE_EVENT_DEFAULTS.items():
+            out.setdefault(key, value)
+        return out
+    if rt.kind == "Event" and rt.group == "":
+        for key, value in _CORE_EVENT_DEFAULTS.items():
+            obj.setdefault(key, value)
+    return obj
+
+
+def from_storage(rt: ResourceType, obj: JSON) -> JSON:
+    """Present a stored object through ``rt`` (apiVersion, kind and event field names)."""
+    if _is_events_v1(rt):
+        back = {v: k for k, v in _EVENT_FIELDS.items()}
+        out = {back.get(k, k): v for k, v in obj.items()}
+        out["apiVersion"] = rt.api_version
+        out["kind"] = rt.kind
+        return out
+    if obj.get("apiVersion") != rt.api_version or obj.get("kind") != rt.kind:
+        return {**obj, "kind": rt.kind, "apiVersion": rt.api_version}
+    return obj
+
+
+def check_kind(rt: ResourceType, obj: JSON) -> None:
+    """A body whose kind/apiVersion names another type is rejected like kube-apiserver does."""
+    kind = obj.get("kind")
+    if kind and kind != rt.kind:
+        raise ApiError(
+            400,
+            "BadRequest",
+            f"the body of the request was in an unknown format - accepted media types include: "
+            f"application/json, application/yaml (kind {kind!r} does not match {rt.kind!r})",
+        )
