@@ -59,6 +59,11 @@ class FakeLeaseAPI:
         self.fault: ClientError | None = None
         self.calls: list[tuple[str, float]] = []
         self.before: Callable[[str], None] | None = None
+        self.saw_holder = False  # a GET answered a Lease with a holder
+
+    @property
+    def verbs(self) -> list[str]:
+        return [verb for verb, _ in self.calls]
 
     def _enter(self, verb: str, timeout: float) -> None:
         self.calls.append((verb, timeout))
@@ -70,6 +75,7 @@ class FakeLeaseAPI:
     def get(self, timeout: float) -> dict[str, Any] | None:
         self._enter("get", timeout)
         lease = self.store.snapshot()
+        self.saw_holder |= bool(lease and lease.get("spec", {}).get("holderIdentity"))
         log.debug("get -> %s", lease and (lease["spec"], lease["metadata"]))
         return lease
 
@@ -116,3 +122,28 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+class ObservedLeaseAPI:
+    """A real LeaseAPI (e.g. ClientLeaseAPI) that records whether a GET showed a holder."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.saw_holder = False
+
+    def get(self, timeout: float) -> dict[str, Any] | None:
+        lease = self.inner.get(timeout)
+        self.saw_holder |= bool(lease and lease.get("spec", {}).get("holderIdentity"))
+        return lease  # type: ignore[no-any-return]
+
+    def create(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return self.inner.create(body, timeout)  # type: ignore[no-any-return]
+
+    def replace(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return self.inner.replace(body, timeout)  # type: ignore[no-any-return]
+
+    def wait_change(self, resource_version: str | None, seconds: int) -> None:
+        self.inner.wait_change(resource_version, seconds)
+
+    def interrupt(self) -> None:
+        self.inner.interrupt()
