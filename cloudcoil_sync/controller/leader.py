@@ -46,12 +46,13 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import uuid4
 
 from prometheus_client import CollectorRegistry, Gauge
 
 from cloudcoil_sync._compat.prometheus_client import registered
+from cloudcoil_sync.client.config import Config
 from cloudcoil_sync.client.fence import WriteFence
 from cloudcoil_sync.controller.elector import Elector, LeadershipLost
 from cloudcoil_sync.controller.event_relay import relay
@@ -62,9 +63,6 @@ from cloudcoil_sync.controller.lease_record import LeaseAPI, LeaseObserver
 from cloudcoil_sync.names import is_dns_label, is_dns_subdomain
 from cloudcoil_sync.script_errors import install_for_script
 from cloudcoil_sync.service import ExitCallback
-
-if TYPE_CHECKING:
-    from cloudcoil_sync.client import Config
 
 __all__ = ["LeaderElection", "LeadershipLost", "LeaseAPI", "LeaseObserver"]
 
@@ -279,13 +277,15 @@ class LeaderElection:
         :meth:`stop`: with `LeadershipLost` after a loss, or with the fatal error. As the
         `Service` contract has it, ``start(on_exit)`` works too.
         """
-        if on_exit is None and callable(config) and not hasattr(config, "transport"):
+        if not isinstance(config, Config | None):
+            if on_exit is not None or not callable(config):
+                raise TypeError("start() takes a Config and an on_exit callback")
             config, on_exit = None, config  # Service.start(on_exit)
         with self._lock:
             if self._elector is not None:
                 raise RuntimeError("LeaderElection instances can only run once")
             chosen = config if config is not None else self.config
-            api = self._lease_api or self._client_api(chosen)  # type: ignore[arg-type]
+            api = self._lease_api or self._client_api(chosen)
             self._machine = LeaseMachine(
                 self._settings(),
                 api,
@@ -407,10 +407,12 @@ class LeaderElection:
                 if unsubscribe is not None:
                     unsubscribe()
         finally:
-            with self._lock:
-                self._runner = None
-                self._lock.notify_all()
-            self._stop_elector(None, release=True)  # unless _lead left the Lease to expire
+            try:
+                self._stop_elector(None, release=True)  # unless _lead left the Lease to expire
+            finally:
+                with self._lock:
+                    self._runner = None
+                    self._lock.notify_all()
         self._raise_outcome(machine, errors, outcome)
 
     def _enter_run(self) -> None:
