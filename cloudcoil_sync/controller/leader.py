@@ -35,6 +35,12 @@ after ``stop_event`` (graceful: renewals go on while the work drains) or raises
 :class:`LeadershipLost` after a loss (``work_stop`` is set at the moment of loss, and
 :attr:`LeaderElection.lost` tells a draining owner to abort rather than drain). The Lease is
 released only once ``work`` has returned.
+
+It is also a `cloudcoil_sync.service.Service`: ``start(on_exit)``, ``wait_ready``,
+``healthy`` and ``stop(timeout) -> bool``. The parts: `lease.LeaseMachine` decides each step
+from the observed Lease and the clock (no threads), `elector.Elector` is the lease thread that
+carries the steps out, `leader_work.LeaderWork` supervises the leader work; all of them wait on
+the machine's condition, which every transition, renewal and stop notifies.
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ from cloudcoil_sync.service import ExitCallback
 
 __all__ = ["LeaderElection", "LeadershipLost", "LeaseAPI", "LeaseObserver"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cloudcoil_sync.controller.leader")  # the component's logger
 
 _INT32_MAX = 2**31 - 1
 _RANGE = "Require 0 < retry_period < renew_deadline < lease_duration"
