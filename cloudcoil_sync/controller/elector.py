@@ -58,8 +58,10 @@ class Elector:
         interrupt = getattr(self.machine.api, "interrupt", None)
         if interrupt is not None:
             interrupt()  # a standby waiting on the Lease's watch
-        if not self._thread.is_alive() or self._thread is threading.current_thread():
-            return not self._thread.is_alive() or timeout == 0
+        if self._thread is threading.current_thread():
+            return False  # stopped from on_exit: the thread ends once that returns
+        if not self._thread.is_alive():
+            return True  # never started, or already ended
         self._thread.join(timeout)
         return not self._thread.is_alive()
 

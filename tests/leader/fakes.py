@@ -29,6 +29,10 @@ class FakeLeaseStore:
         self.writes: list[dict[str, Any]] = []
         self._versions = itertools.count(100)
 
+    def next_version(self) -> str:
+        """The next resourceVersion (call with ``lock`` held)."""
+        return str(next(self._versions))
+
     def snapshot(self) -> dict[str, Any] | None:
         with self.lock:
             return copy.deepcopy(self.lease)
@@ -44,7 +48,7 @@ class FakeLeaseStore:
             if self.lease is None:
                 self.lease = {"metadata": {"name": "lease", "uid": str(uuid.uuid4())}}
             self.lease["spec"] = dict(spec)
-            self.lease["metadata"]["resourceVersion"] = str(next(self._versions))
+            self.lease["metadata"]["resourceVersion"] = self.next_version()
             return copy.deepcopy(self.lease)
 
     def api(self) -> FakeLeaseAPI:
@@ -86,7 +90,7 @@ class FakeLeaseAPI:
                 raise AlreadyExists(409, "AlreadyExists", "leases exists")
             lease = copy.deepcopy(body)
             lease["metadata"]["uid"] = str(uuid.uuid4())
-            lease["metadata"]["resourceVersion"] = str(next(self.store._versions))
+            lease["metadata"]["resourceVersion"] = self.store.next_version()
             self.store.lease = lease
             self.store.writes.append(copy.deepcopy(lease))
             log.debug("create -> %s", (lease["spec"], lease["metadata"]))
@@ -106,7 +110,7 @@ class FakeLeaseAPI:
                 raise Conflict(409, "Conflict", "the object has been modified")
             lease = copy.deepcopy(body)
             lease["metadata"]["uid"] = current["metadata"]["uid"]
-            lease["metadata"]["resourceVersion"] = str(next(self.store._versions))
+            lease["metadata"]["resourceVersion"] = self.store.next_version()
             self.store.lease = lease
             self.store.writes.append(copy.deepcopy(lease))
             log.debug("replace -> %s", (lease["spec"], lease["metadata"]))

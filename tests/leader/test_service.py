@@ -146,3 +146,15 @@ def test_a_callers_stop_event_ends_run_without_waiting_out_a_period(lead: bool) 
     assert not thread.is_alive()
     holder = store.snapshot()["spec"]["holderIdentity"]  # type: ignore[index]
     assert holder == ("" if lead else "other")
+
+
+def test_stop_called_from_on_exit_does_not_deadlock_the_lease_thread() -> None:
+    """A group runner may stop a service from its exit callback (on the lease thread)."""
+    store = FakeLeaseStore()
+    answers: list[bool] = []
+    service = election(store.api())
+    service.start(on_exit=lambda error: answers.append(service.stop(timeout=5)))
+    assert service.wait_leader(5)
+    store.put_raw({"holderIdentity": "thief", "leaseDurationSeconds": 1})
+    assert wait_until(lambda: answers == [False], 5)  # the thread cannot join itself
+    assert service.stop(timeout=5) is True  # and it ended once the callback returned
