@@ -3,7 +3,9 @@
 A caller's stop event cannot notify anyone: Python offers no wait on "this event or that
 condition". Rather than re-check the event on a timer, one relay thread per event object
 blocks on it and, once it is set, notifies every condition subscribed to it, then ends.
-Subscriptions are cheap and shared: many runs on one stop event cost one thread.
+Subscriptions are cheap and shared: many runs on one stop event cost one thread. The cost
+of the missing primitive: an event nobody ever sets keeps its relay thread (daemon, blocked,
+idle) for the life of the process; owners should set their stop events when done with them.
 """
 
 from __future__ import annotations

@@ -274,19 +274,20 @@ class LeaderElection:
 
     def start(
         self,
-        config: Config | ExitCallback | None = None,
-        on_exit: ExitCallback | None = None,
+        on_exit: ExitCallback | Config | None = None,
+        *,
+        config: Config | None = None,
     ) -> None:
         """Start the lease thread (once) and return. ``config`` defaults to the constructor's.
 
         ``on_exit`` is called once, from the lease thread, if the election ends before
-        :meth:`stop`: with `LeadershipLost` after a loss, or with the fatal error. As the
-        `Service` contract has it, ``start(on_exit)`` works too.
+        :meth:`stop`: with `LeadershipLost` after a loss, or with the fatal error. For the
+        callers written before the `Service` contract, ``start(config)`` still works.
         """
-        if not isinstance(config, Config | None):
-            if on_exit is not None or not callable(config):
-                raise TypeError("start() takes a Config and an on_exit callback")
-            config, on_exit = None, config  # Service.start(on_exit)
+        if isinstance(on_exit, Config):
+            config, on_exit = on_exit if config is None else config, None
+        elif on_exit is not None and not callable(on_exit):
+            raise TypeError("start() takes an on_exit callback and a Config")
         with self._lock:
             if self._elector is not None:
                 raise RuntimeError("LeaderElection instances can only run once")

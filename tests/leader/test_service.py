@@ -106,7 +106,7 @@ def test_a_fatal_error_calls_on_exit_and_ends_readiness() -> None:
 
 
 def test_start_refuses_what_is_neither_a_config_nor_a_callback() -> None:
-    with pytest.raises(TypeError, match="takes a Config and an on_exit callback"):
+    with pytest.raises(TypeError, match="takes an on_exit callback and a Config"):
         election(FakeLeaseStore().api()).start(5)  # type: ignore[arg-type]
 
 
