@@ -15,7 +15,7 @@ from cloudcoil_sync.client.errors import Forbidden
 from cloudcoil_sync.controller.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.service import Service
 
-from .fakes import FakeLeaseAPI, FakeLeaseStore
+from .fakes import FakeClock, FakeLeaseAPI, FakeLeaseStore
 
 SHORT: dict[str, Any] = {"lease_duration": 1, "renew_deadline": 0.6, "retry_period": 0.1}
 # A standby polling at this period would notice nothing within any wait below.
@@ -158,3 +158,16 @@ def test_stop_called_from_on_exit_does_not_deadlock_the_lease_thread() -> None:
     store.put_raw({"holderIdentity": "thief", "leaseDurationSeconds": 1})
     assert wait_until(lambda: answers == [False], 5)  # the thread cannot join itself
     assert service.stop(timeout=5) is True  # and it ended once the callback returned
+
+
+def test_the_injected_clock_times_leadership_and_the_fence() -> None:
+    clock, store = FakeClock(), FakeLeaseStore()
+    service = LeaderElection(
+        "lock", namespace="ops", identity="a", lease_api=store.api(), clock=clock
+    )
+    service.start()
+    assert service.wait_leader(5)
+    assert service.deadline == 1000.0 + 10 and not service.fence.closed
+    clock.advance(10)  # the renew deadline passed on the injected clock, not on the real one
+    assert not service.is_leader and service.fence.closed
+    assert service.stop(timeout=5) is True
