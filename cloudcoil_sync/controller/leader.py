@@ -196,6 +196,7 @@ class LeaderElection:
         self._elector: Elector | None = None
         self._runner: threading.Thread | None = None  # the thread inside run()
         self._run_stop = False  # stop() called while run() is active
+        self._stopped = False  # stop() ran (before start, or after the election)
 
     # -- settings-derived values -------------------------------------------------------------
 
@@ -289,7 +290,7 @@ class LeaderElection:
         elif on_exit is not None and not callable(on_exit):
             raise TypeError("start() takes an on_exit callback and a Config")
         with self._lock:
-            if self._elector is not None:
+            if self._elector is not None or self._stopped:
                 raise RuntimeError("LeaderElection instances can only run once")
             chosen = config if config is not None else self.config
             api = self._lease_api or self._client_api(chosen)
@@ -352,15 +353,15 @@ class LeaderElection:
         """
         with self._lock:
             runner = self._runner
-            if runner is not None and runner is not threading.current_thread():
-                self._run_stop = True
-                machine = self._machine
-        if runner is not None and runner is not threading.current_thread():
-            if machine is not None:
-                with machine.condition:
-                    machine.condition.notify_all()
-            return self._wait_run_end(timeout)
-        return self._stop_elector(timeout, release=True)
+            asking = runner is not None and runner is not threading.current_thread()
+            self._run_stop = self._run_stop or asking
+            machine = self._machine
+        if not asking:
+            return self._stop_elector(timeout, release=True)
+        if machine is not None:
+            with machine.condition:
+                machine.condition.notify_all()
+        return self._wait_run_end(timeout)
 
     def _wait_run_end(self, timeout: float | None) -> bool:
         if timeout is None:
@@ -372,7 +373,9 @@ class LeaderElection:
 
     def _stop_elector(self, timeout: float | None, *, release: bool) -> bool:
         self.fence.close(0)  # before the release: nothing fenced is admitted after it
-        machine, elector = self._machine, self._elector
+        with self._lock:
+            self._stopped = True  # a stopped election never starts (again)
+            machine, elector = self._machine, self._elector
         if machine is None or elector is None:
             return True
         machine.stop(release=release)
@@ -427,7 +430,7 @@ class LeaderElection:
             if self._runner is not None:
                 raise RuntimeError("LeaderElection.run is already running")
             machine = self._machine
-            if machine is not None and machine.state in ("lost", "stopped"):
+            if self._stopped or (machine is not None and machine.state == "lost"):
                 raise RuntimeError("LeaderElection instances can only run once")
             self._runner = threading.current_thread()
             self._run_stop = False

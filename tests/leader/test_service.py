@@ -48,6 +48,8 @@ def test_it_is_a_service() -> None:
     assert service.name == "lock"
     assert not service.healthy() and not service.wait_ready(0)
     assert service.stop() is True  # never started: nothing to join
+    with pytest.raises(RuntimeError, match="only run once"):
+        service.start()  # a stopped service does not start afterwards
 
 
 def test_start_on_exit_lead_then_stop_releases_and_reports_true() -> None:
@@ -170,4 +172,16 @@ def test_the_injected_clock_times_leadership_and_the_fence() -> None:
     assert service.deadline == 1000.0 + 10 and not service.fence.closed
     clock.advance(10)  # the renew deadline passed on the injected clock, not on the real one
     assert not service.is_leader and service.fence.closed
+    assert service.stop(timeout=5) is True
+
+
+def test_run_after_a_loss_is_refused() -> None:
+    store = FakeLeaseStore()
+    service = election(store.api())
+    service.start()
+    assert service.wait_leader(5)
+    store.put_raw({"holderIdentity": "thief", "leaseDurationSeconds": 1})
+    assert service.lost.wait(5)
+    with pytest.raises(RuntimeError, match="only run once"):
+        service.run(lambda stop: pytest.fail("work ran after the loss"))
     assert service.stop(timeout=5) is True
