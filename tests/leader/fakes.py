@@ -29,6 +29,10 @@ class FakeLeaseStore:
         self.writes: list[dict[str, Any]] = []
         self._versions = itertools.count(100)
 
+    def next_version(self) -> str:
+        """The next resourceVersion (call with ``lock`` held)."""
+        return str(next(self._versions))
+
     def snapshot(self) -> dict[str, Any] | None:
         with self.lock:
             return copy.deepcopy(self.lease)
@@ -44,7 +48,7 @@ class FakeLeaseStore:
             if self.lease is None:
                 self.lease = {"metadata": {"name": "lease", "uid": str(uuid.uuid4())}}
             self.lease["spec"] = dict(spec)
-            self.lease["metadata"]["resourceVersion"] = str(next(self._versions))
+            self.lease["metadata"]["resourceVersion"] = self.next_version()
             return copy.deepcopy(self.lease)
 
     def api(self) -> FakeLeaseAPI:
@@ -59,6 +63,11 @@ class FakeLeaseAPI:
         self.fault: ClientError | None = None
         self.calls: list[tuple[str, float]] = []
         self.before: Callable[[str], None] | None = None
+        self.saw_holder = False  # a GET answered a Lease with a holder
+
+    @property
+    def verbs(self) -> list[str]:
+        return [verb for verb, _ in self.calls]
 
     def _enter(self, verb: str, timeout: float) -> None:
         self.calls.append((verb, timeout))
@@ -70,6 +79,7 @@ class FakeLeaseAPI:
     def get(self, timeout: float) -> dict[str, Any] | None:
         self._enter("get", timeout)
         lease = self.store.snapshot()
+        self.saw_holder |= bool(lease and lease.get("spec", {}).get("holderIdentity"))
         log.debug("get -> %s", lease and (lease["spec"], lease["metadata"]))
         return lease
 
@@ -80,7 +90,7 @@ class FakeLeaseAPI:
                 raise AlreadyExists(409, "AlreadyExists", "leases exists")
             lease = copy.deepcopy(body)
             lease["metadata"]["uid"] = str(uuid.uuid4())
-            lease["metadata"]["resourceVersion"] = str(next(self.store._versions))
+            lease["metadata"]["resourceVersion"] = self.store.next_version()
             self.store.lease = lease
             self.store.writes.append(copy.deepcopy(lease))
             log.debug("create -> %s", (lease["spec"], lease["metadata"]))
@@ -100,7 +110,7 @@ class FakeLeaseAPI:
                 raise Conflict(409, "Conflict", "the object has been modified")
             lease = copy.deepcopy(body)
             lease["metadata"]["uid"] = current["metadata"]["uid"]
-            lease["metadata"]["resourceVersion"] = str(next(self.store._versions))
+            lease["metadata"]["resourceVersion"] = self.store.next_version()
             self.store.lease = lease
             self.store.writes.append(copy.deepcopy(lease))
             log.debug("replace -> %s", (lease["spec"], lease["metadata"]))
@@ -116,3 +126,28 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+class ObservedLeaseAPI:
+    """A real LeaseAPI (e.g. ClientLeaseAPI) that records whether a GET showed a holder."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.saw_holder = False
+
+    def get(self, timeout: float) -> dict[str, Any] | None:
+        lease = self.inner.get(timeout)
+        self.saw_holder |= bool(lease and lease.get("spec", {}).get("holderIdentity"))
+        return lease  # type: ignore[no-any-return]
+
+    def create(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return self.inner.create(body, timeout)  # type: ignore[no-any-return]
+
+    def replace(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return self.inner.replace(body, timeout)  # type: ignore[no-any-return]
+
+    def wait_change(self, resource_version: str | None, seconds: int) -> None:
+        self.inner.wait_change(resource_version, seconds)
+
+    def interrupt(self) -> None:
+        self.inner.interrupt()

@@ -41,8 +41,7 @@ class Recorder:
             now = time.monotonic()
             if self.active:
                 self.violations.append(
-                    f"replica {replica} ({elector.identity}, {elector._state}, renewed at "
-                    f"{elector._renewed_at:.3f}) started at {now:.3f} while {self.active} ran"
+                    f"replica {replica} ({elector!r}) started at {now:.3f} while {self.active} ran"
                 )
             if not elector.leading.is_set():
                 self.violations.append(f"replica {replica} started work as a standby")
@@ -89,9 +88,7 @@ def describe(replicas: list[Replica]) -> str:
         elector = replica.elector
         if elector is not None:
             lines.append(
-                f"replica {replica.index}: {elector.identity} {elector._state} "
-                f"renewed at {elector._renewed_at:.3f} reason {elector._reason!r} "
-                f"failures {elector.renewal_failures} losses {replica.losses} "
+                f"replica {replica.index}: {elector!r} losses {replica.losses} "
                 f"errors {replica.errors}"
             )
     lines.extend(replica.recorder.violations[:3] if replicas else [])
@@ -159,6 +156,7 @@ class Replica:
                 self.errors.append(error)
                 return
             finally:
+                stop.set()  # this term's stop event is done with (ends its relay thread)
                 self._check_work_ended(elector)
                 close = getattr(elector.config, "close", None)
                 if close is not None:
@@ -181,7 +179,7 @@ class Replica:
                     pass
                 interval.stop_signalled = time.monotonic()
             finally:
-                interval.deadline_at_end = elector._deadline_locked()
+                interval.deadline_at_end = elector.fence.deadline  # the last renewal's
                 interval.lost_at = elector.lost_at
                 self.recorder.exit(interval)
 

@@ -15,8 +15,10 @@ from waiting import wait_until
 
 from cloudcoil_sync.client import Config, Forbidden
 from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
+from cloudcoil_sync.controller._internal.lease_client import ClientLeaseAPI
 from cloudcoil_sync.testing import Emulator
 
+from .fakes import ObservedLeaseAPI
 from .harness import Interval, Recorder, Replica, describe
 from .proxy import FaultProxy
 
@@ -138,7 +140,7 @@ def test_renewals_failing_stop_the_work_before_anyone_can_take_over(
             working.set()
             stop.wait(10)
             seen["stopped"] = time.monotonic()
-            seen["deadline"] = leader._deadline_locked()
+            seen["deadline"] = leader.fence.deadline  # the last renewal's renew deadline
 
         def lead() -> None:
             try:
@@ -181,14 +183,20 @@ class Cluster:
         self.recorder = Recorder()
         self.proxies = [FaultProxy("127.0.0.1", emulator.port) for _ in range(count)]
         self.generation = Counter[int]()
+        self.apis: dict[int, ObservedLeaseAPI] = {}
         self.replicas = [Replica(index, self.recorder, self._make) for index in range(count)]
 
     def _make(self, index: int) -> LeaderElection:
         self.generation[index] += 1
         self.proxies[index].set_mode("pass")  # a restarted pod gets a working network
         config = proxied_config(self.emulator, self.proxies[index])
+        api = self.apis[index] = ObservedLeaseAPI(ClientLeaseAPI(config, "default", "lock"))
         return LeaderElection(
-            "lock", identity=f"pod-{index}-{self.generation[index]}", config=config, **SHORT
+            "lock",
+            identity=f"pod-{index}-{self.generation[index]}",
+            config=config,
+            lease_api=api,
+            **SHORT,
         )
 
     def __enter__(self) -> Cluster:
@@ -204,10 +212,9 @@ class Cluster:
         for proxy in self.proxies:
             proxy.close()
 
-    @staticmethod
-    def _saw_a_holder(replica: Replica) -> bool:
-        elector = replica.elector
-        return elector is not None and elector._observer.quarantine(0.0) > 0
+    def _saw_a_holder(self, replica: Replica) -> bool:
+        api = self.apis.get(replica.index)
+        return api is not None and api.saw_holder
 
     def force(self, kind: str, leader: int) -> None:
         if kind == "restart":
@@ -311,6 +318,5 @@ def test_stopping_a_standby_interrupts_its_wait_on_the_lease(
         assert holder.wait_leader(10)
         standby.start()
         assert kube_emulator.wait_for(lambda: kube_emulator.open_watches == 1, timeout=10)
-        standby.stop(timeout=5)
-        assert standby._thread is not None and not standby._thread.is_alive()
+        assert standby.stop(timeout=5)  # the lease thread exited
         assert holder.is_leader

@@ -20,20 +20,27 @@ from .harness import Recorder, Replica, describe
 SHORT: dict[str, Any] = {"lease_duration": 1, "renew_deadline": 0.6, "retry_period": 0.1}
 
 
+# The Lease API of each elector built here, by identity (the tests inject faults through it).
+APIS: dict[str, FakeLeaseAPI] = {}
+
+
 def elector(store: FakeLeaseStore, identity: str) -> LeaderElection:
-    election = LeaderElection("lock", namespace="ops", identity=identity, **SHORT)
-    election._lease_api = store.api()
-    return election
+    api = APIS[identity] = store.api()
+    return LeaderElection("lock", namespace="ops", identity=identity, lease_api=api, **SHORT)
+
+
+def api_of(election: LeaderElection | None) -> FakeLeaseAPI:
+    assert election is not None
+    return APIS[election.identity]
 
 
 def fault(election: LeaderElection | None) -> None:
-    assert election is not None and isinstance(election._lease_api, FakeLeaseAPI)
-    election._lease_api.fault = ServerError(503, "ServiceUnavailable", "injected")
+    api_of(election).fault = ServerError(503, "ServiceUnavailable", "injected")
 
 
 def _saw_a_holder(replica: Replica) -> bool:
     elector = replica.elector
-    return elector is not None and elector._observer.quarantine(0.0) > 0
+    return elector is not None and api_of(elector).saw_holder
 
 
 @pytest.mark.parametrize("replica_count", [2, 3])
@@ -125,8 +132,7 @@ def test_standby_never_runs_work_and_stop_releases_for_a_quick_handoff() -> None
 def test_forbidden_is_fatal_for_a_candidate() -> None:
     store = FakeLeaseStore()
     election = elector(store, "a")
-    assert isinstance(election._lease_api, FakeLeaseAPI)
-    election._lease_api.fault = Forbidden(403, "Forbidden", "leases is forbidden")
+    api_of(election).fault = Forbidden(403, "Forbidden", "leases is forbidden")
     with pytest.raises(Forbidden):
         election.run(lambda stop: pytest.fail("work ran"), stop=threading.Event())
 
@@ -137,8 +143,7 @@ def test_forbidden_while_leading_stops_the_work_then_raises() -> None:
     stopped = threading.Event()
 
     def work(stop: threading.Event) -> None:
-        assert isinstance(election._lease_api, FakeLeaseAPI)
-        election._lease_api.fault = Forbidden(403, "Forbidden", "no update")
+        api_of(election).fault = Forbidden(403, "Forbidden", "no update")
         stop.wait(10)
         stopped.set()
 
@@ -157,8 +162,7 @@ def test_loss_joins_the_work_before_releasing_and_raises_leadership_lost() -> No
         stop.wait(10)
         order.append("work stopped")
 
-    assert isinstance(election._lease_api, FakeLeaseAPI)
-    election._lease_api.before = lambda verb: order.append(verb)
+    api_of(election).before = lambda verb: order.append(verb)
     with pytest.raises(LeadershipLost, match="thief"):
         election.run(work)
     assert order.index("work stopped") < len(order) - 1
