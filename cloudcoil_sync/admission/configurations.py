@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil_sync.names import is_dns_label, is_dns_subdomain
 
 if TYPE_CHECKING:
-    from .routes import GVKKey, Route
+    from cloudcoil_sync.admission.route import GVKKey, Route
 
 __all__ = ["namespace_selector", "webhook_configurations"]
 

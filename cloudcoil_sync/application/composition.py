@@ -11,14 +11,8 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync.admission.decorators import admission_methods
-from cloudcoil_sync.admission.routes import (
-    HEALTH_PATHS,
-    AdmissionRoutes,
-    GVKKey,
-    Route,
-    gvk_key,
-    webhook_configurations,
-)
+from cloudcoil_sync.admission.route import GVKKey, Route, gvk_key
+from cloudcoil_sync.admission.routes import HEALTH_PATHS, AdmissionRoutes, webhook_configurations
 from cloudcoil_sync.controller.definition import Controller
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.crd.decorator import resource_options
