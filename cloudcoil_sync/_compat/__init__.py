@@ -3,7 +3,7 @@
 A dependency's internals can change in any release; here they are in one place, each module
 with a ``check`` that raises `DependencyChanged` naming what the installed version no longer
 offers (tests/compat runs them against the installed versions). waitress's internals stay
-with the one module that drives them (``admission/server.py``, ``WAITRESS_INTERNALS``).
+with the one module that drives them (``admission/channel.py``, ``WAITRESS_INTERNALS``).
 """
 
 from __future__ import annotations

@@ -57,7 +57,9 @@ _PATH_FIELDS = {
 }
 
 
-def _entries(data: dict[str, Any], section: str, key: str, path: Path) -> list[tuple[str, dict]]:
+def _entries(
+    data: dict[str, Any], section: str, key: str, path: Path
+) -> list[tuple[str, dict[str, Any]]]:
     raw = data.get(section) or []
     if not isinstance(raw, list):
         raise ConfigError(f"kubeconfig {path}: {section} must be a list")

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync.admission.routes import Route, ScopedAdmission
+from cloudcoil_sync.callables import require_sync
 from cloudcoil_sync.names import dns_label
 from cloudcoil_sync.script_errors import install_for_script
 
 from .registry import Registry
 from .reporting import PassRequest
-from .stages import Cases, Stages, StageScope, require_sync
+from .stages import Cases, Stages, StageScope
 from .types import ResourceKey
 
 if TYPE_CHECKING:

@@ -111,7 +111,7 @@ class LeaseAPI(Protocol):
         """PUT with ``metadata.resourceVersion`` as optimistic lock; Conflict when stale."""
 
 
-def _dns_name(value: Any, *, label: bool) -> str:
+def _dns_name(value: str, *, label: bool) -> str:
     """A DNS subdomain (Lease name) or a DNS label (namespace), else ValueError."""
     if not (is_dns_label(value) if label else is_dns_subdomain(value)):
         raise ValueError("Lease name and namespace must be valid Kubernetes DNS names")
