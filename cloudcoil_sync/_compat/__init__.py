@@ -3,7 +3,9 @@
 A dependency's internals can change in any release; here they are in one place, each module
 with a ``check`` that raises `DependencyChanged` naming what the installed version no longer
 offers (tests/compat runs them against the installed versions). waitress's internals stay
-with the one module that drives them (``admission/server.py``, ``WAITRESS_INTERNALS``).
+with the one module that drives them (``admission/channel.py``, ``WAITRESS_INTERNALS``).
+Typing shims live here too when a dependency's types differ between supported versions
+(``click.ParamType``: generic from click 8.2); they read no internals and need no check.
 """
 
 from __future__ import annotations

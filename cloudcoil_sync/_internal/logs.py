@@ -57,7 +57,7 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(document, default=str, ensure_ascii=False)
 
 
-class _Handler(logging.StreamHandler):
+class _Handler(logging.StreamHandler[TextIO]):
     """Marks the handler `configure` installed, so a second call replaces it."""
 
 

@@ -1,6 +1,6 @@
 """The installed waitress still offers what the webhook server uses of its internals.
 
-`cloudcoil_sync.admission._internal.server` is the only module using waitress beyond its public API
+`cloudcoil_sync.admission._internal.channel` is the only module using waitress beyond its public API
 (`create_server`, which the HealthServer uses); it lists what it uses in
 WAITRESS_INTERNALS. A waitress upgrade that drops or renames any of it fails here, naming
 what is missing, rather than as a broken connection at run time.
@@ -14,7 +14,7 @@ from typing import Any
 from waitress.adjustments import Adjustments
 from waitress.parser import HTTPRequestParser
 
-from cloudcoil_sync.admission._internal.server import WAITRESS_INTERNALS
+from cloudcoil_sync.admission._internal.channel import WAITRESS_INTERNALS
 
 
 def _resolve(dotted: str) -> Any:
@@ -41,12 +41,12 @@ def test_waitress_offers_what_the_webhook_server_uses() -> None:
             continue
         missing += [f"{dotted}.{a}" for a in attributes if not _offers(dotted, target, a)]
     assert not missing, (
-        "The installed waitress no longer offers what cloudcoil_sync.admission._internal.server "
+        "The installed waitress no longer offers what cloudcoil_sync.admission._internal.channel "
         f"uses: {', '.join(missing)}"
     )
 
 
-def test_only_the_server_module_reaches_into_waitress() -> None:
+def test_only_the_channel_module_reaches_into_waitress() -> None:
     import pathlib
 
     import cloudcoil_sync
@@ -57,4 +57,4 @@ def test_only_the_server_module_reaches_into_waitress() -> None:
         for path in root.rglob("*.py")
         if "from waitress." in path.read_text() or "import waitress." in path.read_text()
     )
-    assert users == ["admission/_internal/server.py"]
+    assert users == ["admission/_internal/channel.py"]

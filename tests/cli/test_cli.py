@@ -18,7 +18,6 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.application import Application
 from cloudcoil_sync.application._internal.cli import build_cli, main
-from cloudcoil_sync.application._internal.manifests import build_manifests
 
 from .guard_app import app as guard
 from .settings_app import app as settings
@@ -53,7 +52,7 @@ def documents(result: Result) -> list[dict[str, Any]]:
 def test_manifests_prints_the_manifests_as_yaml() -> None:
     result = invoke(settings, "manifests", "--image", "example/widgets:v1", "--replicas", "3")
     assert result.exit_code == 0, result.stderr
-    expected = build_manifests(settings, image="example/widgets:v1", replicas=3)
+    expected = settings.manifests(image="example/widgets:v1", replicas=3)
     assert result.stdout == yaml.safe_dump_all(expected, sort_keys=False)
     assert result.stderr == ""
 
@@ -191,7 +190,7 @@ def test_image_is_validated_and_resources_are_set_from_flags() -> None:
 def test_grace_period_covers_the_longest_drain() -> None:
     app = Application("slow")
     app.controller(ConfigMap, shutdown_timeout=120).reconcile()(lambda config: None)
-    deployment = build_manifests(app, image="ex/slow:v1")[-1]
+    deployment = app.manifests(image="ex/slow:v1")[-1]
     assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 125
 
 

@@ -9,7 +9,7 @@ import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.application import Application
-from cloudcoil_sync.application._internal.install import changed_paths, install, rollout_state
+from cloudcoil_sync.application._internal.install import changed_paths, rollout_state
 from cloudcoil_sync.application._internal.progress import (
     InstallConflict,
     InstallError,
@@ -96,7 +96,7 @@ def test_full_install_applies_in_order_and_waits(
 ) -> None:
     kube.rollouts.mode = 0.2  # type: ignore[union-attr]
     timeline = Timeline(kube)
-    results = install(app, image="gadgets:v1", config=config, progress=progress)
+    results = app.install(image="gadgets:v1", config=config, progress=progress)
 
     assert [r.action for r in results] == ["created"] * 11
     assert writes(kube) == INSTALL_ORDER
@@ -137,7 +137,7 @@ def test_full_install_applies_in_order_and_waits(
 def test_without_webhooks_installs_crds_and_rbac_only(
     kube: Emulator, config: Config, app: Application, progress: Any
 ) -> None:
-    results = install(app, include_webhooks=False, config=config, progress=progress)
+    results = app.install(include_webhooks=False, config=config, progress=progress)
     assert [r.object.split()[0] for r in results] == [
         "CustomResourceDefinition",
         "ServiceAccount",
@@ -155,20 +155,20 @@ def test_webhooks_need_an_image_and_nothing_is_sent(
 ) -> None:
     kube.clear_log()
     with pytest.raises(ValueError, match=r"Installing webhooks requires image=\.\.\."):
-        install(app, config=config)
+        app.install(config=config)
     with pytest.raises(ValueError, match="finite and positive"):
-        install(app, image="gadgets:v1", config=config, timeout=float("inf"))
+        app.install(image="gadgets:v1", config=config, timeout=float("inf"))
     assert kube.request_log == []
 
 
 def test_second_install_is_a_no_op(
     kube: Emulator, config: Config, app: Application, lines: Lines, progress: Any
 ) -> None:
-    install(app, image="gadgets:v1", config=config, progress=progress)
+    app.install(image="gadgets:v1", config=config, progress=progress)
     before = kube.store.resource_version
     snapshot = stored(kube)
     lines.lines.clear()
-    results = install(app, image="gadgets:v1", config=config, progress=progress)
+    results = app.install(image="gadgets:v1", config=config, progress=progress)
     assert [r.action for r in results] == ["unchanged"] * 11
     assert kube.store.resource_version == before
     assert stored(kube) == snapshot
@@ -190,10 +190,10 @@ def take_replicas(kube: Emulator, replicas: int) -> None:
 def test_conflict_names_the_manager_and_field_and_force_takes_ownership(
     kube: Emulator, config: Config, app: Application, progress: Any
 ) -> None:
-    install(app, image="gadgets:v1", config=config, progress=progress)
+    app.install(image="gadgets:v1", config=config, progress=progress)
     take_replicas(kube, 3)
     with pytest.raises(InstallConflict) as info:
-        install(app, image="gadgets:v1", config=config, progress=progress)
+        app.install(image="gadgets:v1", config=config, progress=progress)
     message = str(info.value)
     assert "\n" not in message
     assert info.value.manager == "kubectl" and info.value.field == ".spec.replicas"
@@ -205,7 +205,7 @@ def test_conflict_names_the_manager_and_field_and_force_takes_ownership(
     deployment = kube.get_object("apps", "deployments", NAMESPACE, "gadgets")
     assert deployment is not None and deployment["spec"]["replicas"] == 3
 
-    results = install(app, image="gadgets:v1", config=config, force=True, progress=progress)
+    results = app.install(image="gadgets:v1", config=config, force=True, progress=progress)
     changed = {r.object: r.fields for r in results if r.action == "configured"}
     assert changed == {"Deployment operators/gadgets": [".spec.replicas"]}
     deployment = kube.get_object("apps", "deployments", NAMESPACE, "gadgets")
@@ -223,7 +223,7 @@ def test_timeout_names_what_was_pending_and_registers_no_webhooks(
     kube: Emulator, config: Config, app: Application, lines: Lines, progress: Any
 ) -> None:
     with pytest.raises(InstallTimeout) as info:
-        install(app, image="gadgets:v1", config=config, timeout=0.6, progress=progress)
+        app.install(image="gadgets:v1", config=config, timeout=0.6, progress=progress)
     message = str(info.value)
     assert message.startswith(
         "timed out after 0.6 s waiting for Deployment operators/gadgets to be available "
@@ -246,7 +246,7 @@ def test_dry_run_changes_nothing_and_reports_changes(
     kube: Emulator, config: Config, app: Application, progress: Any
 ) -> None:
     before = kube.store.resource_version
-    results = install(app, image="gadgets:v1", config=config, dry_run=True, progress=progress)
+    results = app.install(image="gadgets:v1", config=config, dry_run=True, progress=progress)
     assert [r.action for r in results] == ["created"] * 12
     assert any(
         r.dry_run_line().startswith("created Lease operators/gadgets: released") for r in results
@@ -255,10 +255,10 @@ def test_dry_run_changes_nothing_and_reports_changes(
     assert all(obj is None for obj in stored(kube).values())
     assert all(e.query.get("dryRun") == "All" for e in kube.request_log if e.method == "PATCH")
 
-    install(app, image="gadgets:v1", config=config, progress=progress)
+    app.install(image="gadgets:v1", config=config, progress=progress)
     before = kube.store.resource_version
-    results = install(
-        app, image="gadgets:v2", replicas=2, config=config, dry_run=True, progress=progress
+    results = app.install(
+        image="gadgets:v2", replicas=2, config=config, dry_run=True, progress=progress
     )
     lines = [r.dry_run_line() for r in results]
     assert lines[8] == (
@@ -273,7 +273,7 @@ def test_dry_run_changes_nothing_and_reports_changes(
 def test_rejected_crd_names_fail_with_the_crd_name(
     kube: Emulator, config: Config, app: Application, progress: Any
 ) -> None:
-    install(app, include_webhooks=False, config=config, progress=progress)
+    app.install(include_webhooks=False, config=config, progress=progress)
     crds = config.client(("apiextensions.k8s.io", "v1", "customresourcedefinitions"))
     crd = crds.get(CRD)
     for condition in crd["status"]["conditions"]:
@@ -281,7 +281,7 @@ def test_rejected_crd_names_fail_with_the_crd_name(
             condition.update(status="False", reason="PluralConflict", message="taken")
     crds.replace_status(crd)
     with pytest.raises(InstallError, match=f"^CRD name rejected: {CRD} "):
-        install(app, include_webhooks=False, config=config, progress=progress)
+        app.install(include_webhooks=False, config=config, progress=progress)
 
 
 def test_forbidden_is_reported_with_what_was_pending(kube: Emulator, app: Application) -> None:
@@ -290,7 +290,7 @@ def test_forbidden_is_reported_with_what_was_pending(kube: Emulator, app: Applic
         kube.config(namespace=NAMESPACE, token="nobody-token") as cfg,
         pytest.raises(InstallError) as info,
     ):
-        install(app, image="gadgets:v1", config=cfg, progress=None)
+        app.install(image="gadgets:v1", config=cfg, progress=None)
     message = str(info.value)
     assert message.startswith(f"applying CustomResourceDefinition {CRD} failed: 403 Forbidden")
     assert message.endswith("(nothing applied)") and "\n" not in message
@@ -320,14 +320,13 @@ def test_an_app_config_is_used_and_left_open(kube: Emulator, progress: Any) -> N
         app = Application("lone", namespace=NAMESPACE, config=cfg)
         app.controller(ConfigMap).reconcile()(keep)
         assert (
-            install(app, config=None, progress=progress)[0].object
-            == "ServiceAccount operators/lone"
+            app.install(config=None, progress=progress)[0].object == "ServiceAccount operators/lone"
         )
         assert cfg.client(("", "v1", "serviceaccounts")).get("lone")["metadata"]["name"] == "lone"
 
 
 def test_gadgets_app_without_webhook_server(kube: Emulator, config: Config, progress: Any) -> None:
-    results = install(gadgets(None), image="gadgets:v1", config=config, progress=progress)
+    results = gadgets(None).install(image="gadgets:v1", config=config, progress=progress)
     assert [r.object.split()[0] for r in results][-1] == "Deployment"
 
 
@@ -335,7 +334,7 @@ def test_a_missing_namespace_is_named(config: Config, progress: Any) -> None:
     app = Application("lonely", namespace="missing")
     app.controller(ConfigMap).reconcile()(keep)
     with pytest.raises(InstallError) as info:
-        install(app, config=config, progress=progress)
+        app.install(config=config, progress=progress)
     message = str(info.value)
     assert message.startswith("applying ServiceAccount missing/lonely failed: 404 NotFound")
     assert "(create namespace missing first)" in message

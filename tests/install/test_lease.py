@@ -7,7 +7,6 @@ import threading
 import time
 from typing import Any
 
-from cloudcoil_sync.application._internal.install import install
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller._internal.leader import LeaderElection
 from cloudcoil_sync.testing import Emulator
@@ -27,7 +26,7 @@ def lease(kube: Emulator) -> dict[str, Any] | None:
 def test_first_install_creates_a_released_lease_the_first_replica_takes_at_once(
     kube: Emulator, config: Config, progress: Any, lines: Lines
 ) -> None:
-    install(gadgets(None), image="gadgets:v1", config=config, progress=progress)
+    gadgets(None).install(image="gadgets:v1", config=config, progress=progress)
     created = lease(kube)
     assert created is not None and not created["spec"].get("holderIdentity")
     assert any(line.startswith("created Lease operators/gadgets: released") for line in lines.lines)
@@ -76,25 +75,25 @@ def test_an_existing_lease_is_never_touched(kube: Emulator, config: Config, prog
         }
     )
     before = lease(kube)
-    install(gadgets(None), image="gadgets:v1", config=config, progress=progress)
+    gadgets(None).install(image="gadgets:v1", config=config, progress=progress)
     assert lease(kube) == before
 
 
 def test_an_upgrade_leaves_a_missing_lease_to_the_candidates(
     kube: Emulator, config: Config, progress: Any
 ) -> None:
-    install(gadgets(None), image="gadgets:v1", config=config, progress=progress)
+    gadgets(None).install(image="gadgets:v1", config=config, progress=progress)
     # A Lease gone while the Deployment runs may hide a live leader: not recreated released.
     config.client(LEASES).delete("gadgets", namespace=NAMESPACE)
-    install(gadgets(None), image="gadgets:v2", config=config, progress=progress)
+    gadgets(None).install(image="gadgets:v2", config=config, progress=progress)
     assert lease(kube) is None
 
 
 def test_no_lease_without_election_nor_in_a_dry_run(
     kube: Emulator, config: Config, progress: Any
 ) -> None:
-    install(gadgets(None), image="gadgets:v1", config=config, progress=progress, dry_run=True)
+    gadgets(None).install(image="gadgets:v1", config=config, progress=progress, dry_run=True)
     assert lease(kube) is None
     app = gadgets(None, leader_election=False)
-    install(app, image="gadgets:v1", config=config, progress=progress)
+    app.install(image="gadgets:v1", config=config, progress=progress)
     assert lease(kube) is None

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from cloudcoil_sync.application._internal.install import install
 from cloudcoil_sync.client import Config, Forbidden
 from cloudcoil_sync.controller._internal.leader import LeaderElection
 from cloudcoil_sync.testing import Emulator
@@ -25,7 +24,7 @@ def test_operator_identity_has_its_runtime_rights_and_no_installer_rights(
     kube: Emulator, config: Config, progress: Any
 ) -> None:
     # Without webhooks: the emulator would call them, and nothing serves them here.
-    install(gadgets(None), image="gadgets:v1", config=config, progress=progress)
+    gadgets(None).install(image="gadgets:v1", config=config, progress=progress)
     config.client(GADGETS).create(
         {
             "apiVersion": "install.cloudcoil.dev/v1",
@@ -89,7 +88,7 @@ def label_reconciled(gadget: Any) -> Any:
 def test_run_works_under_the_generated_rbac_only(
     kube: Emulator, config: Config, progress: Any
 ) -> None:
-    install(gadgets(None), image="gadgets:v1", config=config, progress=progress)
+    gadgets(None).install(image="gadgets:v1", config=config, progress=progress)
     config.client(GADGETS).create(
         {
             "apiVersion": "install.cloudcoil.dev/v1",

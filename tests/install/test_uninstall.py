@@ -7,9 +7,7 @@ from typing import Any
 import pytest
 
 from cloudcoil_sync.application import Application
-from cloudcoil_sync.application._internal.install import install
 from cloudcoil_sync.application._internal.progress import InstallTimeout
-from cloudcoil_sync.application._internal.uninstall import uninstall
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.testing import Emulator
 
@@ -42,10 +40,10 @@ def requests(kube: Emulator) -> list[tuple[str, str, int]]:
 def test_uninstall_removes_in_order_waiting_for_each_and_keeps_crds(
     kube: Emulator, config: Config, app: Application, lines: Lines, progress: Any
 ) -> None:
-    install(app, image="gadgets:v1", config=config, progress=progress)
+    app.install(image="gadgets:v1", config=config, progress=progress)
     kube.clear_log()
     lines.lines.clear()
-    results = uninstall(app, config=config, progress=progress)
+    results = app.uninstall(config=config, progress=progress)
 
     log = requests(kube)
     deletes = [path for method, path, _ in log if method == "DELETE"]
@@ -68,7 +66,7 @@ def test_uninstall_removes_in_order_waiting_for_each_and_keeps_crds(
     assert lines.lines[-1].startswith("uninstalled in ")
 
     kube.clear_log()
-    again = uninstall(app, config=config, progress=progress)
+    again = app.uninstall(config=config, progress=progress)
     assert [r.action for r in again] == ["absent"] * 11 + ["kept"]
     assert [m for m, _, _ in requests(kube)] == ["GET"] * 11
     assert lines.lines[-1].startswith("uninstall: nothing to remove")
@@ -77,9 +75,9 @@ def test_uninstall_removes_in_order_waiting_for_each_and_keeps_crds(
 def test_include_crds_deletes_the_crds_last(
     kube: Emulator, config: Config, app: Application, progress: Any
 ) -> None:
-    install(app, image="gadgets:v1", config=config, progress=progress)
+    app.install(image="gadgets:v1", config=config, progress=progress)
     kube.clear_log()
-    uninstall(app, include_crds=True, config=config, progress=progress)
+    app.uninstall(include_crds=True, config=config, progress=progress)
     deletes = [path for method, path, _ in requests(kube) if method == "DELETE"]
     assert deletes == [*REMOVAL_ORDER, f"customresourcedefinitions/{CRD}"]
     assert all(obj is None for obj in stored(kube).values())
@@ -89,13 +87,13 @@ def test_objects_of_other_managers_are_left_alone_and_reported(
     kube: Emulator, config: Config, progress: Any
 ) -> None:
     app = gadgets(None)
-    install(app, config=config, progress=progress)  # CRDs and RBAC only
+    app.install(config=config, progress=progress)  # CRDs and RBAC only
     with kube.config(namespace=NAMESPACE) as other:  # someone else's, with the operator's name
         other.client(("apps", "v1", "deployments")).apply(
             {**DEPLOYMENT, "metadata": {"name": "gadgets", "namespace": NAMESPACE}},
             field_manager="helm",
         )
-    results = {r.object: r for r in uninstall(app, config=config, progress=progress)}
+    results = {r.object: r for r in app.uninstall(config=config, progress=progress)}
     left = results["Deployment operators/gadgets"]
     assert left.action == "left"
     assert left.detail == "not installed by cloudcoil-gadgets; managed by helm"
@@ -111,9 +109,9 @@ def test_objects_of_other_managers_are_left_alone_and_reported(
 def test_dry_run_deletes_nothing(
     kube: Emulator, config: Config, app: Application, progress: Any
 ) -> None:
-    install(app, image="gadgets:v1", config=config, progress=progress)
+    app.install(image="gadgets:v1", config=config, progress=progress)
     before = kube.store.resource_version
-    results = uninstall(app, include_crds=True, dry_run=True, config=config, progress=progress)
+    results = app.uninstall(include_crds=True, dry_run=True, config=config, progress=progress)
     assert [r.dry_run_line() for r in results][:3] == [
         f"would delete MutatingWebhookConfiguration {HOOKS}",
         f"would delete ValidatingWebhookConfiguration {HOOKS}",
@@ -129,12 +127,12 @@ def test_dry_run_deletes_nothing(
 def test_timeout_names_the_object_still_terminating(
     kube: Emulator, config: Config, app: Application, progress: Any
 ) -> None:
-    install(app, image="gadgets:v1", config=config, progress=progress)
+    app.install(image="gadgets:v1", config=config, progress=progress)
     config.client(("apps", "v1", "deployments")).merge_patch(
         "gadgets", {"metadata": {"finalizers": ["example.com/hold"]}}, field_manager="holder"
     )
     with pytest.raises(InstallTimeout) as info:
-        uninstall(app, timeout=0.5, config=config, progress=progress)
+        app.uninstall(timeout=0.5, config=config, progress=progress)
     message = str(info.value)
     assert message.startswith(
         "timed out after 0.5 s waiting for Deployment operators/gadgets to be gone "

@@ -1,6 +1,6 @@
 """Operator definitions whose manifests are checked against golden files.
 
-Each builder returns ``(app, options)``: the Application and the ``build_manifests`` keywords.
+Each builder returns ``(app, options)``: the Application and its ``manifests`` keywords.
 ``ca`` is the PEM CA certificate for apps with webhooks.
 """
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 from typing import Any
 
 import pytest
@@ -315,8 +316,10 @@ def test_default_namespace_selectors(ca_pair: tuple[bytes, bytes]) -> None:
 def test_all_namespaces_controller_removes_the_default_selector(
     ca_pair: tuple[bytes, bytes],
 ) -> None:
-    definition = webhook_definition(ca_pair[0])
-    definition.selector_namespaces = {("apps", "v1", "Deployment"): ["apps", None]}
+    definition = dataclasses.replace(
+        webhook_definition(ca_pair[0]),
+        selector_namespaces={("apps", "v1", "Deployment"): ["apps", None]},
+    )
     mutating = assemble(definition)[-2]
     assert "namespaceSelector" not in mutating["webhooks"][0]
 
@@ -387,8 +390,10 @@ def test_tls_paths_and_secret_are_checked(ca_pair: tuple[bytes, bytes]) -> None:
     bad = webhook_definition(ca_pair[0], certfile="/tls.crt", keyfile="/tls.key")
     with pytest.raises(ValueError, match="distinct absolute paths in the same non-root"):
         assemble(bad, image="img")
-    secret = webhook_definition(ca_pair[0])
-    secret.webhook = WebhookServer(ca_bundle=ca_pair[0], tls_secret="Bad_Secret")
+    secret = dataclasses.replace(
+        webhook_definition(ca_pair[0]),
+        webhook=WebhookServer(ca_bundle=ca_pair[0], tls_secret="Bad_Secret"),
+    )
     with pytest.raises(ValueError, match="TLS Secret name must be a Kubernetes DNS label"):
         assemble(secret)
     loopback = webhook_definition(ca_pair[0], host="127.0.0.1")

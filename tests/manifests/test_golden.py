@@ -17,8 +17,6 @@ import pytest
 import yaml
 from cloudcoil.resources import parse
 
-from cloudcoil_sync.application._internal.manifests import build_manifests
-
 from .apps import APPS
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -45,7 +43,7 @@ def test_manifests_match_golden_file(
 ) -> None:
     monkeypatch.setenv("CLOUDCOIL_NAMESPACE", "operators")
     app, options = APPS[name](ca_pair[0])
-    documents = build_manifests(app, **options)
+    documents = app.manifests(**options)
     text = yaml.safe_dump_all(normalized(documents, ca_pair[0]), sort_keys=False)
     path = GOLDEN / f"{name}.yaml"
     if REGENERATE:
@@ -53,13 +51,13 @@ def test_manifests_match_golden_file(
     assert text == path.read_text(), f"{path.name} changed; regenerate deliberately and review"
     # Deterministic: a second build of a fresh definition is identical.
     again, _ = APPS[name](ca_pair[0])
-    assert build_manifests(again, **options) == documents
+    assert again.manifests(**options) == documents
 
 
 @pytest.mark.parametrize("name", sorted(APPS))
 def test_every_document_is_a_valid_kubernetes_kind(name: str, ca_pair: tuple[bytes, bytes]) -> None:
     app, options = APPS[name](ca_pair[0])
-    for document in build_manifests(app, **options):
+    for document in app.manifests(**options):
         model = parse(document)
         assert type(model).__name__ == document["kind"]
         assert model.model_dump(mode="json", by_alias=True, exclude_unset=True) == document
@@ -67,5 +65,5 @@ def test_every_document_is_a_valid_kubernetes_kind(name: str, ca_pair: tuple[byt
 
 def test_app_to_yaml_is_the_cli_output(ca_pair: tuple[bytes, bytes]) -> None:
     app, options = APPS["widgets"](ca_pair[0])
-    expected = yaml.safe_dump_all(build_manifests(app, **options), sort_keys=False)
+    expected = yaml.safe_dump_all(app.manifests(**options), sort_keys=False)
     assert app.to_yaml(**options) == expected

@@ -12,7 +12,6 @@ import pytest
 from click.testing import CliRunner
 
 from cloudcoil_sync.application._internal.cli import build_cli
-from cloudcoil_sync.application._internal.manifests import build_manifests
 
 from .apps import APPS
 
@@ -37,7 +36,7 @@ def test_no_socket_and_no_kubeconfig(
     ca_file.write_bytes(ca_pair[0])
     for name, build in APPS.items():
         app, options = build(ca_pair[0])
-        assert build_manifests(app, **options), name
+        assert app.manifests(**options), name
         result = CliRunner().invoke(
             build_cli(app),
             ["manifests", "--image", "img", "--ca-file", str(ca_file)]
@@ -53,7 +52,7 @@ def test_tls_files_are_never_read(ca_pair: tuple[bytes, bytes]) -> None:
     # The widget app's certfile/keyfile do not exist here; manifests only names them.
     app, options = APPS["widgets"](ca_pair[0])
     assert not Path(app.webhook.keyfile).exists()
-    deployment = next(d for d in build_manifests(app, **options) if d["kind"] == "Deployment")
+    deployment = next(d for d in app.manifests(**options) if d["kind"] == "Deployment")
     assert deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == (
         "widgets-tls"
     )

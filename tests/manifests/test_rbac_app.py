@@ -9,7 +9,6 @@ from cloudcoil.models.kubernetes.apps.v1 import Deployment
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace, Secret, Service
 
 from cloudcoil_sync.application import Application, RBACRule, WebhookServer
-from cloudcoil_sync.application._internal.manifests import build_manifests
 from cloudcoil_sync.controller._internal.events import EventRecorder
 
 from .apps import no_keys
@@ -27,7 +26,7 @@ def roles(app: Application) -> dict[tuple[str, str | None], list[dict[str, Any]]
     """(kind, namespace) → rules of every Role/ClusterRole."""
     return {
         (doc["kind"], doc["metadata"].get("namespace")): doc["rules"]
-        for doc in build_manifests(app, include_webhooks=False)
+        for doc in app.manifests(include_webhooks=False)
         if doc["kind"] in ("Role", "ClusterRole")
     }
 
@@ -111,7 +110,7 @@ def test_rbac_rules_and_no_install_privileges() -> None:
 
 
 def selectors(app: Application, ca: bytes) -> dict[str, Any]:
-    documents = build_manifests(app, ca_bundle=ca)
+    documents = app.manifests(ca_bundle=ca)
     return {
         hook["clientConfig"]["service"]["path"].split("/")[2].rsplit("-", 1)[0]: hook.get(
             "namespaceSelector", {}

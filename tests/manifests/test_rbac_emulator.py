@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Secret
 
-from cloudcoil_sync.application._internal.manifests import build_manifests
 from cloudcoil_sync.client import Config, Forbidden
 from cloudcoil_sync.testing import Emulator
 
@@ -33,7 +32,7 @@ def operator(ca_pair: tuple[bytes, bytes]) -> Iterator[tuple[Emulator, Config, C
             kube.create_object(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
             )
-        for document in build_manifests(app, **options):
+        for document in app.manifests(**options):
             # The Deployment and webhooks need a running server; RBAC is what is tested here.
             if document["kind"] not in ("Deployment", "Service") and "webhooks" not in document:
                 kube.create_object(document)

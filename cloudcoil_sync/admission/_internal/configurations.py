@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil_sync._internal.names import is_dns_label, is_dns_subdomain
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.admission._internal.routes import GVKKey, Route
+    from cloudcoil_sync.admission._internal.route import GVKKey, Route
 
 __all__ = ["namespace_selector", "webhook_configurations"]
 
@@ -47,19 +47,7 @@ def webhook_configurations(
     operator namespace (`service_namespace`); none when any such controller watches
     all namespaces. Cluster and "*" routes never get a default selector.
     """
-    _require(is_dns_subdomain(name), "subdomain", name)
-    _require(is_dns_label(service_name), "label", service_name)
-    _require(is_dns_label(service_namespace), "label", service_namespace)
-    if name.endswith(".static.k8s.io"):
-        raise ValueError("The .static.k8s.io suffix is reserved by Kubernetes")
-    if not isinstance(ca_bundle, bytes) or b"-----BEGIN CERTIFICATE-----" not in ca_bundle:
-        raise ValueError("ca_bundle must contain PEM certificate bytes")
-    if (
-        isinstance(service_port, bool)
-        or not isinstance(service_port, int)
-        or not 1 <= service_port <= 65535
-    ):
-        raise ValueError("service_port must be an integer between 1 and 65535")
+    _check_registration(name, service_name, service_namespace, ca_bundle, service_port)
     routes = list(routes)
     encoded = base64.b64encode(ca_bundle).decode("ascii")
     documents: list[dict[str, Any]] = []
@@ -89,6 +77,24 @@ def webhook_configurations(
                 }
             )
     return documents
+
+
+def _check_registration(
+    name: str, service_name: str, service_namespace: str, ca_bundle: bytes, service_port: int
+) -> None:
+    _require(is_dns_subdomain(name), "subdomain", name)
+    _require(is_dns_label(service_name), "label", service_name)
+    _require(is_dns_label(service_namespace), "label", service_namespace)
+    if name.endswith(".static.k8s.io"):
+        raise ValueError("The .static.k8s.io suffix is reserved by Kubernetes")
+    if not isinstance(ca_bundle, bytes) or b"-----BEGIN CERTIFICATE-----" not in ca_bundle:
+        raise ValueError("ca_bundle must contain PEM certificate bytes")
+    if (
+        isinstance(service_port, bool)
+        or not isinstance(service_port, int)
+        or not 1 <= service_port <= 65535
+    ):
+        raise ValueError("service_port must be an integer between 1 and 65535")
 
 
 def _default_selector(

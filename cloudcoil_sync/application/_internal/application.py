@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cloudcoil.resources import Resource
@@ -25,6 +25,7 @@ from cloudcoil_sync.admission._internal.routes import (
 )
 from cloudcoil_sync.application._internal import composition
 from cloudcoil_sync.application._internal.lifecycle import Lifespans, LifespanScope
+from cloudcoil_sync.application._internal.manifests import Definition
 from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServer
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.health import HealthServer
@@ -32,7 +33,12 @@ from cloudcoil_sync.controller._internal.leader import LeaderElection
 from cloudcoil_sync.crd import CRD
 
 if TYPE_CHECKING:
+    from cloudcoil_sync.application._internal.install import Applied
+    from cloudcoil_sync.application._internal.progress import Progress
+    from cloudcoil_sync.application._internal.runtime import RunState
+    from cloudcoil_sync.application._internal.uninstall import Removed
     from cloudcoil_sync.client import Config
+    from cloudcoil_sync.controller._internal.manager import Manager
 
 __all__ = ["Application", "resolve_namespace"]
 
@@ -80,23 +86,26 @@ class Application:
         self.config = config
         self.resources = tuple(resources)
         self.rules = tuple(_typed(rules, RBACRule, "rules"))
-        self.webhook = _optional(webhook, WebhookServer, "webhook")
-        self.health = _optional(health, HealthServer, "health")
+        self.webhook: WebhookServer | None = _optional(webhook, WebhookServer, "webhook")
+        self.health: HealthServer | None = _optional(health, HealthServer, "health")
         if admission is not None and not isinstance(getattr(admission, "routes", None), dict):
             raise TypeError("admission must be an AdmissionWebhook or AdmissionRoutes")
         self.admission = admission
         if admission is not None and admission.config not in (None, config):
             raise ValueError("AdmissionWebhook must share the operator Config")
         election = LeaderElection(name) if leader_election is True else leader_election or None
-        self.leader_election = _optional(election, LeaderElection, "leader_election")
+        self.leader_election: LeaderElection | None = _optional(
+            election, LeaderElection, "leader_election"
+        )
         if self.leader_election is not None and self.leader_election.config not in (None, config):
             raise ValueError("Application leader election must share the operator Config")
         self.controllers: tuple[Controller[Any], ...] = ()
         self.crds: tuple[CRD, ...] = ()
-        self.manager: Any = None  # Set by the runtime when run() builds its Manager.
         self.lifespans = Lifespans(self._check_registration)
         self.admission_registry = ScopedAdmission(self._check_registration, admission)
         self._frozen = False
+        self._run_state: RunState | None = None  # the one run's, from its start
+        self._run_lock = threading.Lock()
         for controller in controllers:
             self.include(controller)
 
@@ -148,16 +157,35 @@ class Application:
 
     def validate_definition(self, *, freeze: bool = False) -> None:
         """Check the completed definition offline (manifests, run); `freeze` ends registration."""
-        composition.validate(self)
+        self._validated_routes()
         if freeze and not self._frozen:
             for controller in self.controllers:
                 controller.validate_definition(freeze=True)
             self._frozen = True
 
+    def _validated_routes(self) -> AdmissionRoutes:
+        for controller in self.controllers:
+            controller.validate_definition()
+        table = self.admission_routes()
+        composition.check_definition(
+            table,
+            controllers=self.controllers,
+            webhook=self.webhook,
+            leader_lifespan="leader" in self.lifespans,
+            leader_election=self.leader_election is not None,
+        )
+        return table
+
     def admission_routes(self, config: Config | None = None) -> AdmissionRoutes:
         """Every admission route (app, controllers, CRD model methods) in one table."""
         self.crds = composition.collect_crds(self.resources, self.controllers)
-        return composition.admission_table(self, config)
+        tables = (self.admission_registry.routes, *(c.admission.routes for c in self.controllers))
+        return composition.admission_table(
+            tables,
+            self.crds,
+            max_body_bytes=composition.max_body_bytes(self.admission),
+            config=config,
+        )
 
     @property
     def routes(self) -> tuple[Route, ...]:
@@ -165,61 +193,200 @@ class Application:
 
     def webhook_configurations(self, ca_bundle: bytes | None = None) -> list[dict[str, Any]]:
         """Mutating/ValidatingWebhookConfigurations for this app's Service and routes."""
-        return composition.configurations(self, self.routes, ca_bundle)
+        if self.webhook is None:
+            raise ValueError("Webhook configurations need webhook=WebhookServer(...)")
+        return composition.configurations(
+            self.routes,
+            name=self.name,
+            namespace=self.namespace,
+            webhook=self.webhook,
+            controllers=self.controllers,
+            ca_bundle=ca_bundle,
+        )
+
+    def definition(self) -> Definition:
+        """Validate offline (no Config, no discovery) and return what manifests, install and
+        uninstall need; does not end registration."""
+        table = self._validated_routes()
+        election = self.leader_election
+        namespace = self.namespace
+        return Definition(
+            name=self.name,
+            namespace=namespace,
+            controllers=[composition.controller_access(c, namespace) for c in self.controllers],
+            crds=[(crd.resource, crd.manifest()) for crd in self.crds],
+            rules=self.rules,
+            lease=None if election is None else (election.name, election.namespace),
+            webhook=self.webhook,
+            routes=list(table.routes.values()) if self.webhook is not None else [],
+            health=self.health,
+            shutdown_timeout=composition.drain_bound(self.controllers, self.webhook),
+            selector_namespaces=composition.controller_namespaces(self.controllers, namespace),
+        )
+
+    def replace_webhook(self, webhook: WebhookServer) -> None:
+        """Serve admission with `webhook` instead (``run --tls-dir/--webhook-host/--port``)."""
+        self._check_registration()
+        if self.webhook is None:
+            raise ValueError("replace_webhook needs an application with a WebhookServer")
+        self.webhook = _optional(webhook, WebhookServer, "webhook")
 
     # Commands (implemented in their own modules) ------------------------------------
 
-    def manifests(self, **options: Any) -> list[dict[str, Any]]:
-        """Offline CRD/RBAC/Service/Deployment/webhook documents (see `manifests`)."""
-        from cloudcoil_sync.application._internal.manifests import build_manifests
+    def manifests(
+        self,
+        *,
+        image: str | None = None,
+        command: Sequence[str] | None = None,
+        replicas: int = 1,
+        include_webhooks: bool = True,
+        ca_bundle: bytes | None = None,
+        requests: Mapping[str, str] | None = None,
+        limits: Mapping[str, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Offline CRD/RBAC/Service/Deployment/webhook documents, in install order.
 
-        return build_manifests(self, **options)
+        ``ca_bundle`` replaces ``WebhookServer.ca_bundle`` (the CLI's ``--ca-file``);
+        ``requests``/``limits`` the container's default resources (``none``: ``{}``).
+        """
+        from cloudcoil_sync.application._internal.manifests import assemble
 
-    def to_yaml(self, **options: Any) -> str:
+        return assemble(
+            self.definition(),
+            image=image,
+            command=command,
+            replicas=replicas,
+            include_webhooks=include_webhooks,
+            ca_bundle=ca_bundle,
+            requests=requests,
+            limits=limits,
+        )
+
+    def to_yaml(
+        self,
+        *,
+        image: str | None = None,
+        command: Sequence[str] | None = None,
+        replicas: int = 1,
+        include_webhooks: bool = True,
+        ca_bundle: bytes | None = None,
+        requests: Mapping[str, str] | None = None,
+        limits: Mapping[str, str] | None = None,
+    ) -> str:
+        """`manifests` as one YAML stream."""
         import yaml
 
-        return str(yaml.safe_dump_all(self.manifests(**options), sort_keys=False))
+        documents = self.manifests(
+            image=image,
+            command=command,
+            replicas=replicas,
+            include_webhooks=include_webhooks,
+            ca_bundle=ca_bundle,
+            requests=requests,
+            limits=limits,
+        )
+        return str(yaml.safe_dump_all(documents, sort_keys=False))
 
-    def install(self, **options: Any) -> None:
-        """Server-side apply of the manifests, waiting for CRDs and rollout."""
+    def install(
+        self,
+        *,
+        image: str | None = None,
+        command: Sequence[str] | None = None,
+        replicas: int = 1,
+        include_webhooks: bool = True,
+        ca_bundle: bytes | None = None,
+        requests: Mapping[str, str] | None = None,
+        limits: Mapping[str, str] | None = None,
+        timeout: float = 120.0,
+        force: bool = False,
+        dry_run: bool = False,
+        config: Config | None = None,
+        progress: Progress | None = None,
+    ) -> list[Applied]:
+        """Server-side apply of the manifests, waiting for CRDs and rollout; each outcome.
+
+        ``config`` defaults to the application's (else one is loaded and closed after).
+        """
         from cloudcoil_sync.application._internal.install import install
 
-        install(self, **options)
+        return install(
+            self.definition(),
+            image=image,
+            command=command,
+            replicas=replicas,
+            include_webhooks=include_webhooks,
+            ca_bundle=ca_bundle,
+            requests=requests,
+            limits=limits,
+            timeout=timeout,
+            force=force,
+            dry_run=dry_run,
+            config=config if config is not None else self.config,
+            progress=progress,
+        )
 
-    def uninstall(self, **options: Any) -> None:
+    def uninstall(
+        self,
+        *,
+        include_crds: bool = False,
+        timeout: float = 120.0,
+        dry_run: bool = False,
+        config: Config | None = None,
+        progress: Progress | None = None,
+    ) -> list[Removed]:
         """Remove what `install` applied, admission registrations first (see `uninstall`)."""
         from cloudcoil_sync.application._internal.uninstall import uninstall
 
-        uninstall(self, **options)
+        return uninstall(
+            self.definition(),
+            include_crds=include_crds,
+            timeout=timeout,
+            dry_run=dry_run,
+            config=config if config is not None else self.config,
+            progress=progress,
+        )
 
     def run(self, *, stop: threading.Event | None = None) -> None:
         """Serve admission and run controllers until `stop` is set (no signal handlers)."""
-        from cloudcoil_sync.application._internal.runtime import run
+        from cloudcoil_sync.application._internal.runtime import RunState, run
 
-        run(self, stop=stop)
+        if self._run_state is not None:
+            raise RuntimeError("Application instances can only run once")
+        self.validate_definition(freeze=True)
+        with self._run_lock:
+            if self._run_state is not None:
+                raise RuntimeError("Application instances can only run once")
+            self._run_state = state = RunState()
+        run(self, state, stop=stop)
+
+    def _state(self) -> RunState:
+        from cloudcoil_sync.application._internal.runtime import IDLE
+
+        return self._run_state if self._run_state is not None else IDLE
+
+    @property
+    def manager(self) -> Manager | None:
+        """The controller manager of the run (None before it is built, or without controllers)."""
+        return None if self._run_state is None else self._run_state.manager
 
     @property
     def ready(self) -> bool:
         """Admission available (every replica), or without a webhook the manager is ready."""
-        from cloudcoil_sync.application._internal.runtime import state_of
-
-        return state_of(self).ready
+        return self._state().ready
 
     @property
     def healthy(self) -> bool:
         """Running, no failure, webhook serving (if any) and the manager healthy (if any)."""
-        from cloudcoil_sync.application._internal.runtime import state_of
-
-        return state_of(self).healthy
+        return self._state().healthy
 
     def wait_ready(self, timeout: float = 30) -> None:
         """Block until `ready`; raises the run's failure, or if it stopped first."""
         from cloudcoil_sync.application._internal.runtime import wait_ready
 
-        wait_ready(self, timeout)
+        wait_ready(self._state, timeout)
 
     def main(self, argv: Sequence[str] | None = None) -> None:
-        """The `manifests` / `install` / `run` command line."""
+        """The `manifests` / `install` / `uninstall` / `run` / `certs` command line."""
         from cloudcoil_sync.application._internal.cli import main
 
         main(self, argv)

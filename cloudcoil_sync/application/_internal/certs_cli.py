@@ -10,10 +10,10 @@ only: in a cluster use cert-manager or your own CA.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import click
 
+from cloudcoil_sync.application._internal.cli import Operator
 from cloudcoil_sync.application._internal.local import TLS_FILES
 
 __all__ = ["command", "service_names", "write_certificates"]
@@ -34,7 +34,7 @@ def write_certificates(folder: str, hosts: tuple[str, ...], *, force: bool = Fal
 
     ``FileExistsError`` if any exists and not ``force``.
     """
-    from cloudcoil_sync.testing._internal.tls import CertificateAuthority
+    from cloudcoil_sync._internal.certificates import CertificateAuthority
 
     paths = [os.path.join(folder, name) for name in ("ca.crt", *TLS_FILES)]
     existing = [path for path in paths if os.path.exists(path)]
@@ -53,7 +53,7 @@ def write_certificates(folder: str, hosts: tuple[str, ...], *, force: bool = Fal
     return paths
 
 
-def command(app: Any) -> click.Command:
+def command(app: Operator) -> click.Command:
     """``certs [--dir DIR] [--host NAME]... [--force]``."""
 
     @click.command(
@@ -70,7 +70,7 @@ def command(app: Any) -> click.Command:
     @click.option("--host", "hosts", multiple=True, help="Another DNS name or IP to cover.")
     @click.option("--force", is_flag=True, help="Replace existing files.")
     def certs(folder: str, hosts: tuple[str, ...], force: bool) -> None:
-        if getattr(app, "webhook", None) is None:
+        if app.webhook is None:
             raise click.UsageError("certs requires a WebhookServer (this operator has none)")
         names = (*service_names(app.name, app.namespace), "localhost", "127.0.0.1", *hosts)
         try:

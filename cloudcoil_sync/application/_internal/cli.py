@@ -22,17 +22,27 @@ import importlib.util
 import os
 import shlex
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import click
 from click.core import ParameterSource
 
+from cloudcoil_sync._compat.click import ParamType
 from cloudcoil_sync._internal.script_errors import install_excepthook
+
+if TYPE_CHECKING:
+    from cloudcoil_sync.application._internal.manifests import Definition
+    from cloudcoil_sync.application._internal.settings import WebhookServer
+    from cloudcoil_sync.client import Config
 
 __all__ = [
     "COMMAND_MODULES",
     "DefinitionError",
+    "ManifestOptions",
+    "Operator",
     "build_cli",
     "deployment_options",
     "fail",
@@ -56,6 +66,38 @@ CA_ENV = "CLOUDCOIL_WEBHOOK_CA_FILE"
 USAGE_EXIT = 2
 
 
+class Operator(Protocol):
+    """What the command line uses of an `Application`."""
+
+    name: str
+    namespace: str
+    config: Config | None
+
+    @property
+    def webhook(self) -> WebhookServer | None: ...
+
+    def definition(self) -> Definition: ...
+
+    def validate_definition(self, *, freeze: bool = False) -> None: ...
+
+    def replace_webhook(self, webhook: WebhookServer) -> None: ...
+
+    def run(self, *, stop: threading.Event | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class ManifestOptions:
+    """The deployment flags, checked: the keyword arguments of ``manifests.assemble``."""
+
+    image: str | None = None
+    command: Sequence[str] | None = None
+    replicas: int = 1
+    include_webhooks: bool = True
+    ca_bundle: bytes | None = None
+    requests: Mapping[str, str] | None = None
+    limits: Mapping[str, str] | None = None
+
+
 class DefinitionError(click.ClickException):
     """The operator definition itself is invalid (exit status 1)."""
 
@@ -72,7 +114,7 @@ def fail(message: str, exit_code: int = 1) -> NoReturn:
     sys.exit(exit_code)
 
 
-class _CommandType(click.ParamType):
+class _CommandType(ParamType):
     name = "command"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
@@ -87,7 +129,7 @@ class _CommandType(click.ParamType):
         return parts
 
 
-class _ResourcesType(click.ParamType):
+class _ResourcesType(ParamType):
     """``cpu=100m,memory=128Mi`` (or ``none``) as a dict."""
 
     name = "NAME=QUANTITY,..."
@@ -150,8 +192,8 @@ def deployment_options(function: F) -> F:
     return function
 
 
-def manifest_options(app: Any, params: dict[str, Any]) -> dict[str, Any]:
-    """Check deployment flags against ``app``; keyword arguments for ``build_manifests``.
+def manifest_options(webhook: WebhookServer | None, params: Mapping[str, Any]) -> ManifestOptions:
+    """Check the deployment flags against the operator's ``webhook`` (None: it has none).
 
     Raises ``click.UsageError``/``click.BadParameter`` (exit 2) for bad invocations.
     """
@@ -159,27 +201,11 @@ def manifest_options(app: Any, params: dict[str, Any]) -> dict[str, Any]:
 
     image, command = params.get("image"), params.get("command")
     include_webhooks = not params.get("without_webhooks", False)
-    webhook = getattr(app, "webhook", None)
     if command is not None and image is None:
         raise click.UsageError("--command requires --image")
-    if image is not None and not image.strip():
-        raise click.BadParameter("must not be empty", param_hint="--image")
-    from cloudcoil_sync.application._internal.images import check_image, check_resources
-    from cloudcoil_sync.application._internal.manifests import DEFAULT_LIMITS, DEFAULT_REQUESTS
-
-    if image is not None:
-        try:
-            check_image(image)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--image") from None
+    _check_image_flag(image)
     requests, limits = params.get("requests"), params.get("limits")
-    try:
-        check_resources(
-            DEFAULT_REQUESTS if requests is None else requests,
-            DEFAULT_LIMITS if limits is None else limits,
-        )
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+    _check_resource_flags(requests, limits)
     if image is not None and webhook is not None and not include_webhooks:
         raise click.UsageError(
             "--without-webhooks cannot be combined with --image: the Deployment of this "
@@ -194,18 +220,46 @@ def manifest_options(app: Any, params: dict[str, Any]) -> dict[str, Any]:
                 "ca_bundle must contain PEM certificate bytes: pass --ca-file or set "
                 f"{CA_ENV}, or use --without-webhooks"
             )
-    return {
-        "image": image,
-        "command": command,
-        "replicas": params.get("replicas", 1),
-        "include_webhooks": include_webhooks,
-        "ca_bundle": ca_bundle,
-        "requests": requests,
-        "limits": limits,
-    }
+    return ManifestOptions(
+        image=image,
+        command=command,
+        replicas=params.get("replicas", 1),
+        include_webhooks=include_webhooks,
+        ca_bundle=ca_bundle,
+        requests=requests,
+        limits=limits,
+    )
 
 
-def _read_ca(webhook: Any, path: str | None) -> bytes | None:
+def _check_image_flag(image: str | None) -> None:
+    from cloudcoil_sync.application._internal.images import check_image
+
+    if image is None:
+        return
+    if not image.strip():
+        raise click.BadParameter("must not be empty", param_hint="--image")
+    try:
+        check_image(image)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--image") from None
+
+
+def _check_resource_flags(
+    requests: Mapping[str, str] | None, limits: Mapping[str, str] | None
+) -> None:
+    from cloudcoil_sync.application._internal.images import check_resources
+    from cloudcoil_sync.application._internal.manifests import DEFAULT_LIMITS, DEFAULT_REQUESTS
+
+    try:
+        check_resources(
+            dict(DEFAULT_REQUESTS if requests is None else requests),
+            dict(DEFAULT_LIMITS if limits is None else limits),
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def _read_ca(webhook: WebhookServer | None, path: str | None) -> bytes | None:
     if not path:
         return None
     ctx = click.get_current_context(silent=True)
@@ -285,7 +339,7 @@ def run_operation(operation: Callable[[], Sequence[Any]], *, dry_run: bool) -> N
             click.echo(result.dry_run_line())
 
 
-def manifests_command(app: Any) -> click.Command:
+def manifests_command(app: Operator) -> click.Command:
     """``manifests``: print the install documents as YAML, offline."""
 
     @click.command(
@@ -296,11 +350,20 @@ def manifests_command(app: Any) -> click.Command:
     def manifests(**params: Any) -> None:
         import yaml
 
-        from cloudcoil_sync.application._internal.manifests import build_manifests
+        from cloudcoil_sync.application._internal.manifests import assemble
 
-        options = manifest_options(app, params)
+        options = manifest_options(app.webhook, params)
         try:
-            documents = build_manifests(app, **options)
+            documents = assemble(
+                app.definition(),
+                image=options.image,
+                command=options.command,
+                replicas=options.replicas,
+                include_webhooks=options.include_webhooks,
+                ca_bundle=options.ca_bundle,
+                requests=options.requests,
+                limits=options.limits,
+            )
         except (ValueError, TypeError) as exc:
             raise DefinitionError(str(exc)) from None
         click.echo(yaml.safe_dump_all(documents, sort_keys=False), nl=False)
@@ -329,7 +392,7 @@ def _placeholder(name: str) -> click.Command:
 class OperatorGroup(click.Group):
     """The command group of one Application; runtime commands load lazily."""
 
-    def __init__(self, app: Any, **attrs: Any) -> None:
+    def __init__(self, app: Operator, **attrs: Any) -> None:
         super().__init__(**attrs)
         self.app = app
 
@@ -344,7 +407,7 @@ class OperatorGroup(click.Group):
             return None
         if importlib.util.find_spec(module_name) is None:
             return _placeholder(cmd_name)
-        factory: Callable[[Any], click.Command] = importlib.import_module(module_name).command
+        factory: Callable[[Operator], click.Command] = importlib.import_module(module_name).command
         return factory(self.app)
 
     def main(
@@ -378,13 +441,12 @@ class OperatorGroup(click.Group):
         return None
 
 
-def build_cli(app: Any) -> OperatorGroup:
+def build_cli(app: Operator) -> OperatorGroup:
     """The click group for ``app`` (use with ``click.testing.CliRunner``)."""
-    name = getattr(app, "name", "operator")
-    return OperatorGroup(app, help=f"Manage the {name} operator.")
+    return OperatorGroup(app, help=f"Manage the {app.name} operator.")
 
 
-def main(app: Any, argv: Sequence[str] | None = None) -> None:
+def main(app: Operator, argv: Sequence[str] | None = None) -> None:
     """Parse ``argv`` (default ``sys.argv[1:]``) and run the command; exits non-zero on error."""
     install_excepthook()  # definition errors raised from here on end as one line too
     # Models and definitions imported so far live as long as the process: move them out of

@@ -1,6 +1,8 @@
-"""Checks over a whole Application definition, and the admission table it serves.
+"""Checks over a whole Application definition, the admission table it serves, and what its
+manifests read of its controllers.
 
-Kept apart from `application.py` so the class stays a thin, readable surface.
+Kept apart from `application.py` so the class stays a thin, readable surface. Each function
+takes the parts of the definition it needs, never the application.
 """
 
 from __future__ import annotations
@@ -11,23 +13,32 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync.admission._internal.decorators import admission_methods
+from cloudcoil_sync.admission._internal.route import GVKKey, Route, gvk_key
 from cloudcoil_sync.admission._internal.routes import (
     HEALTH_PATHS,
     AdmissionRoutes,
-    GVKKey,
-    Route,
-    gvk_key,
+    RouteTable,
     webhook_configurations,
 )
+from cloudcoil_sync.application._internal.rbac import ControllerAccess
+from cloudcoil_sync.application._internal.settings import WebhookServer
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.crd._internal.decorator import resource_options
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.application._internal.application import Application
     from cloudcoil_sync.client import Config
 
-__all__ = ["admission_table", "collect_crds", "configurations", "validate"]
+__all__ = [
+    "admission_table",
+    "check_definition",
+    "collect_crds",
+    "configurations",
+    "controller_access",
+    "controller_namespaces",
+    "drain_bound",
+    "max_body_bytes",
+]
 
 
 def collect_crds(
@@ -51,13 +62,16 @@ def collect_crds(
     return tuple(definitions.values())
 
 
-def admission_table(app: Application, config: Config | None = None) -> AdmissionRoutes:
-    """Every route of the app, its admission webhook, its controllers and its CRD models."""
-    merged = AdmissionRoutes(
-        config=config,
-        max_body_bytes=app.admission.max_body_bytes if app.admission is not None else 4 << 20,
-    )
-    for table in (app.admission_registry.routes, *(c.admission.routes for c in app.controllers)):
+def admission_table(
+    tables: Iterable[dict[str, Route]],
+    crds: Iterable[CRD],
+    *,
+    max_body_bytes: int,
+    config: Config | None = None,
+) -> AdmissionRoutes:
+    """The routes of the app's and its controllers' `tables` and its CRD models, in one table."""
+    merged = AdmissionRoutes(config=config, max_body_bytes=max_body_bytes)
+    for table in tables:
         twice = sorted(set(merged.routes) & set(table))
         if twice:
             raise ValueError(
@@ -65,7 +79,7 @@ def admission_table(app: Application, config: Config | None = None) -> Admission
                 f"{', '.join(twice)} registered twice"
             )
         merged.routes.update(table)
-    models = [crd.resource for crd in app.crds if admission_methods(crd.resource)]
+    models = [crd.resource for crd in crds if admission_methods(crd.resource)]
     merged.register_models(models, require_config=config is not None)
     shadowed = sorted(set(merged.routes) & HEALTH_PATHS)
     if shadowed:
@@ -76,21 +90,28 @@ def admission_table(app: Application, config: Config | None = None) -> Admission
     return merged
 
 
-def validate(app: Application) -> AdmissionRoutes:
-    """Check the completed definition (offline); return its admission table."""
-    for controller in app.controllers:
-        controller.validate_definition()
-    app.crds = collect_crds(app.resources, app.controllers)
-    table = admission_table(app)
-    if table.routes and app.webhook is None:
+def max_body_bytes(admission: RouteTable | None) -> int:
+    """The request body limit of the app's admission webhook (4 MiB without one)."""
+    return admission.max_body_bytes if admission is not None else 4 << 20
+
+
+def check_definition(
+    table: AdmissionRoutes,
+    *,
+    controllers: Sequence[Controller[Any]],
+    webhook: WebhookServer | None,
+    leader_lifespan: bool,
+    leader_election: bool,
+) -> None:
+    """The checks of a completed definition that span its parts (offline)."""
+    if table.routes and webhook is None:
         raise ValueError("Admission routes require webhook=WebhookServer(...)")
-    if app.webhook is not None and not table.routes:
+    if webhook is not None and not table.routes:
         raise ValueError("A webhook server needs admission routes")
-    if not app.controllers and app.webhook is None:
+    if not controllers and webhook is None:
         raise ValueError("An application needs controllers or webhooks")
-    if "leader" in app.lifespans and (app.leader_election is None or not app.controllers):
+    if leader_lifespan and (not leader_election or not controllers):
         raise ValueError("Leader lifespan requires leader election and controllers")
-    return table
 
 
 def controller_namespaces(
@@ -104,18 +125,44 @@ def controller_namespaces(
     return found
 
 
+def controller_access(controller: Controller[Any], namespace: str) -> ControllerAccess:
+    """What RBAC inference needs of one controller of an operator in `namespace`."""
+    recorder = controller.events
+    return ControllerAccess(
+        resource=controller.resource,
+        namespace=controller.watched_namespace(namespace),
+        owns=tuple((owned.resource, owned.prune) for owned in controller.owned),
+        watches=tuple(watched.resource for watched in controller.watches),
+        events=recorder is not False,
+        events_namespace=None if isinstance(recorder, bool) else recorder.namespace,
+    )
+
+
+def drain_bound(controllers: Iterable[Controller[Any]], webhook: WebhookServer | None) -> float:
+    """Seconds a SIGTERM drain may take: passes in flight (each controller's bound), then
+    the webhook server."""
+    passes = max((float(c.shutdown_timeout) for c in controllers), default=0.0)
+    hosting = float(webhook.shutdown_timeout) if webhook is not None else 0.0
+    return passes + hosting
+
+
 def configurations(
-    app: Application, routes: Iterable[Route], ca_bundle: bytes | None = None
+    routes: Iterable[Route],
+    *,
+    name: str,
+    namespace: str,
+    webhook: WebhookServer,
+    controllers: Iterable[Controller[Any]],
+    ca_bundle: bytes | None = None,
 ) -> list[dict[str, Any]]:
-    """The app's Mutating/ValidatingWebhookConfigurations with default namespace selectors."""
-    if app.webhook is None:
-        raise ValueError("Webhook configurations need webhook=WebhookServer(...)")
+    """The Mutating/ValidatingWebhookConfigurations of operator `name` in `namespace`, with
+    default namespace selectors from its controllers."""
     return webhook_configurations(
         routes,
-        name=f"{app.name}.{app.namespace}.cloudcoil.io",
-        service_name=app.name,
-        service_namespace=app.namespace,
-        ca_bundle=app.webhook.ca_bundle if ca_bundle is None else ca_bundle,
-        service_port=app.webhook.service_port,
-        controller_namespaces=controller_namespaces(app.controllers, app.namespace),
+        name=f"{name}.{namespace}.cloudcoil.io",
+        service_name=name,
+        service_namespace=namespace,
+        ca_bundle=webhook.ca_bundle if ca_bundle is None else ca_bundle,
+        service_port=webhook.service_port,
+        controller_namespaces=controller_namespaces(controllers, namespace),
     )

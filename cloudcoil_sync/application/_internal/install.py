@@ -17,12 +17,21 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import click
 
+from cloudcoil_sync.application._internal.cli import (
+    Operator,
+    deployment_options,
+    manifest_options,
+    operation_options,
+    run_operation,
+)
+from cloudcoil_sync.application._internal.manifests import Definition, assemble
 from cloudcoil_sync.application._internal.progress import (
     InstallConflict,
     InstallError,
@@ -42,7 +51,16 @@ from cloudcoil_sync.client import (
     UnknownKind,
 )
 
-__all__ = ["Applied", "changed_paths", "command", "install", "rollout_state"]
+__all__ = [
+    "Applied",
+    "changed_paths",
+    "check_timeout",
+    "command",
+    "connection",
+    "install",
+    "load_config",
+    "rollout_state",
+]
 
 JSON = dict[str, Any]
 CRD_KIND = "CustomResourceDefinition"
@@ -69,7 +87,7 @@ class Applied:
 
 
 def install(
-    app: Any,
+    definition: Definition,
     *,
     image: str | None = None,
     command: Sequence[str] | None = None,
@@ -84,21 +102,17 @@ def install(
     config: Config | None = None,
     progress: Progress | None = None,
 ) -> list[Applied]:
-    """Apply ``app``'s manifests (see the module docstring); returns each object's outcome.
+    """Apply the manifests of ``definition`` (see the module docstring); each object's outcome.
 
-    Raises ``ValueError`` for bad options or definitions (before any request),
+    ``config`` stays the caller's; without one, one is loaded and closed at the end. Raises
+    ``ValueError`` for bad options or definitions (before any request),
     :class:`InstallConflict`, :class:`InstallTimeout` or :class:`InstallError` otherwise.
     """
-    from cloudcoil_sync.application._internal.manifests import build_manifests
-
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise ValueError("Installation timeout must be finite and positive")
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise ValueError("Installation timeout must be finite and positive")
-    if include_webhooks and getattr(app, "webhook", None) is not None and image is None:
+    check_timeout(timeout, "Installation")
+    if include_webhooks and definition.webhook is not None and image is None:
         raise ValueError(WEBHOOKS_NEED_IMAGE)
-    documents = build_manifests(
-        app,
+    documents = assemble(
+        definition,
         image=image,
         command=command,
         replicas=replicas,
@@ -109,26 +123,36 @@ def install(
     )
     crds = [d for d in documents if d["kind"] == CRD_KIND]
     ordered = crds + [d for d in documents if d["kind"] != CRD_KIND]
-    cfg = config or getattr(app, "config", None)
-    owned = cfg is None
-    cfg = cfg or load_config(app.namespace, timeout)
-    try:
+    lease = None
+    if definition.lease is not None:
+        lease = (definition.lease[0], definition.lease[1] or definition.namespace)
+    steps = Progress() if progress is None else progress
+    with connection(config, definition.namespace, timeout) as cfg:
         installer = _Installer(
-            cfg,
-            field_manager(app.name),
-            OperationDeadline(timeout),
-            progress or Progress(),
-            force,
-            dry_run,
+            cfg, field_manager(definition.name), OperationDeadline(timeout), steps, force, dry_run
         )
-        election = getattr(app, "leader_election", None)
-        lease = None
-        if election is not None:
-            lease = (election.name, election.namespace or app.namespace)
         return installer.run(ordered, wait_rollout=image is not None, lease=lease)
+
+
+def check_timeout(timeout: float, what: str) -> None:
+    """``ValueError`` unless ``timeout`` is a finite, positive number of seconds."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise ValueError(f"{what} timeout must be finite and positive")
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError(f"{what} timeout must be finite and positive")
+
+
+@contextmanager
+def connection(config: Config | None, namespace: str, timeout: float) -> Iterator[Config]:
+    """``config``, or one loaded for this operation and closed after it."""
+    if config is not None:
+        yield config
+        return
+    loaded = load_config(namespace, timeout)
+    try:
+        yield loaded
     finally:
-        if owned:
-            cfg.close()
+        loaded.close()
 
 
 def load_config(namespace: str, timeout: float) -> Config:
@@ -383,14 +407,8 @@ def _by_name(items: list[Any]) -> dict[str, Any] | None:
 # -- command line -------------------------------------------------------------------------------
 
 
-def command(app: Any) -> click.Command:
+def command(app: Operator) -> click.Command:
     """``install``: the manifests' flags plus --timeout, --force, --dry-run, --quiet."""
-    from cloudcoil_sync.application._internal.cli import (
-        deployment_options,
-        manifest_options,
-        operation_options,
-        run_operation,
-    )
 
     @click.command("install", help="Apply the manifests with server-side apply and wait for them.")
     @deployment_options
@@ -401,8 +419,8 @@ def command(app: Any) -> click.Command:
     ) -> None:
         if not math.isfinite(timeout):
             raise click.BadParameter("must be finite", param_hint="--timeout")
-        options = manifest_options(app, params)
-        if options["include_webhooks"] and app.webhook is not None and options["image"] is None:
+        options = manifest_options(app.webhook, params)
+        if options.include_webhooks and app.webhook is not None and options.image is None:
             raise click.UsageError(
                 "Installing webhooks requires --image to wait for a serving Deployment; "
                 "use --without-webhooks to install only CRDs and RBAC"
@@ -410,7 +428,19 @@ def command(app: Any) -> click.Command:
         progress = Progress(quiet=quiet)
         run_operation(
             lambda: install(
-                app, **options, timeout=timeout, force=force, dry_run=dry_run, progress=progress
+                app.definition(),
+                image=options.image,
+                command=options.command,
+                replicas=options.replicas,
+                include_webhooks=options.include_webhooks,
+                ca_bundle=options.ca_bundle,
+                requests=options.requests,
+                limits=options.limits,
+                timeout=timeout,
+                force=force,
+                dry_run=dry_run,
+                config=app.config,
+                progress=progress,
             ),
             dry_run=dry_run,
         )

@@ -2,8 +2,9 @@
 
 ``run --tls-dir DIR --webhook-host HOST --webhook-port PORT`` (or ``CLOUDCOIL_TLS_DIR``,
 ``CLOUDCOIL_WEBHOOK_HOST``, ``CLOUDCOIL_WEBHOOK_PORT``) replace the ``WebhookServer``'s
-``certfile``/``keyfile`` (``DIR/tls.crt``, ``DIR/tls.key``), ``host`` and ``port`` for this run;
-the generated manifests are not affected. ``certs`` (``certs_cli.py``) writes such a directory.
+``certfile``/``keyfile`` (``DIR/tls.crt``, ``DIR/tls.key``), ``host`` and ``port`` for this run
+(``Application.replace_webhook`` takes the result); the generated manifests are not affected.
+``certs`` (``certs_cli.py``) writes such a directory.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.core import ParameterSource
+
+if TYPE_CHECKING:
+    from cloudcoil_sync.application._internal.settings import WebhookServer
 
 __all__ = ["TLS_FILES", "local_webhook", "webhook_options"]
 
@@ -56,18 +60,23 @@ def webhook_options(function: F) -> F:
 
 
 def local_webhook(
-    app: Any, *, tls_dir: str | None, webhook_host: str | None, webhook_port: int | None
-) -> None:
-    """Apply the flags to ``app.webhook``; ``click.UsageError`` for flags it cannot take."""
+    webhook: WebhookServer | None,
+    *,
+    tls_dir: str | None,
+    webhook_host: str | None,
+    webhook_port: int | None,
+) -> WebhookServer | None:
+    """``webhook`` with the flags applied (None if none was given or the operator has no
+    webhook server); ``click.UsageError`` for flags it cannot take."""
     given = {"tls_dir": tls_dir, "webhook_host": webhook_host, "webhook_port": webhook_port}
     given = {key: value for key, value in given.items() if value is not None}
     if not given:
-        return
-    if app.webhook is None:
+        return None
+    if webhook is None:
         flags = [name for name in given if not _from_environment(name)]
         if flags:  # variables set for another operator are not an error here
             raise click.UsageError(f"{_OPTIONS[flags[0]][0]} requires a WebhookServer")
-        return
+        return None
     changes: dict[str, Any] = {}
     if tls_dir is not None:
         paths = [os.path.join(tls_dir, name) for name in TLS_FILES]
@@ -81,7 +90,7 @@ def local_webhook(
         changes["host"] = webhook_host
     if webhook_port is not None:
         changes["port"] = webhook_port
-    app.webhook = dataclasses.replace(app.webhook, **changes)
+    return dataclasses.replace(webhook, **changes)
 
 
 def _from_environment(name: str) -> bool:

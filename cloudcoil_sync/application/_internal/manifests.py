@@ -1,6 +1,6 @@
 """Offline manifests: CRDs, ServiceAccount, RBAC, Service, Deployment, webhook registrations.
 
-``build_manifests(app, ...)`` returns plain dicts in install order (the reference's order and
+``assemble(definition, ...)`` returns plain dicts in install order (the reference's order and
 shape, plus the Deployment's liveness probe, health-server probes and secure defaults). It
 reads no kubeconfig, certificate or key file and opens no connection; only certificate blocks
 of the CA bundle reach the output, so private keys never appear.
@@ -14,11 +14,18 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync.application._internal.images import check_image, check_resources
 from cloudcoil_sync.application._internal.rbac import ControllerAccess, infer_permissions
+
+if TYPE_CHECKING:
+    from cloudcoil.resources import Resource
+
+    from cloudcoil_sync.admission._internal.route import GVKKey, Route
+    from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServer
+    from cloudcoil_sync.controller._internal.health import HealthServer
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -26,9 +33,7 @@ __all__ = [
     "TMP_SIZE_LIMIT",
     "Definition",
     "assemble",
-    "build_manifests",
     "certificates_only",
-    "describe",
     "grace_period",
 ]
 
@@ -45,30 +50,29 @@ TLS_MOUNT = "webhook-tls"
 _CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.S)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Definition:
-    """The parts of an Application that manifests depend on (see :func:`describe`).
+    """What manifests, ``install`` and ``uninstall`` need of an Application
+    (``Application.definition()`` builds it).
 
     ``crds`` pairs each CRD's model with its manifest; ``lease`` is (name, namespace or None);
-    ``webhook`` is a ``WebhookServer`` and ``routes`` its admission routes; ``health`` a
-    ``HealthServer``; ``shutdown_timeout`` bounds the drain on SIGTERM (controllers, then the
-    webhook server). ``selector_namespaces`` maps a primary (group, version, kind) to the
-    namespaces its controllers watch (None: all), for default webhook namespace selectors.
+    ``routes`` are the webhook server's admission routes; ``shutdown_timeout`` bounds the drain
+    on SIGTERM (controllers, then the webhook server). ``selector_namespaces`` maps a primary
+    (group, version, kind) to the namespaces its controllers watch (None: all), for default
+    webhook namespace selectors.
     """
 
     name: str
     namespace: str
-    controllers: list[ControllerAccess] = field(default_factory=list)
-    crds: list[tuple[type[Any], dict[str, Any]]] = field(default_factory=list)
-    rules: Sequence[Any] = ()
+    controllers: Sequence[ControllerAccess] = ()
+    crds: Sequence[tuple[type[Resource], dict[str, Any]]] = ()
+    rules: Sequence[RBACRule] = ()
     lease: tuple[str, str | None] | None = None
-    webhook: Any = None
-    routes: Sequence[Any] = ()
-    health: Any = None
+    webhook: WebhookServer | None = None
+    routes: Sequence[Route] = ()
+    health: HealthServer | None = None
     shutdown_timeout: float = 0.0
-    selector_namespaces: Mapping[tuple[str, str, str], Iterable[str | None]] = field(
-        default_factory=dict
-    )
+    selector_namespaces: Mapping[GVKKey, Iterable[str | None]] = field(default_factory=dict)
 
 
 def certificates_only(bundle: bytes) -> bytes:
@@ -112,11 +116,7 @@ def assemble(
     """
     name = dns_label(definition.name, "Application name")
     namespace = dns_label(definition.namespace, "Application namespace")
-    crd_names = [manifest["metadata"]["name"] for _, manifest in definition.crds]
-    if len(set(crd_names)) != len(crd_names):
-        raise ValueError(
-            "CRDs must have distinct metadata.name values; multi-version CRDs are not supported"
-        )
+    _check_crd_names(definition)
     _check_options(image, command, replicas)
     resources = check_resources(
         dict(DEFAULT_REQUESTS if requests is None else requests),
@@ -125,22 +125,7 @@ def assemble(
     webhook = definition.webhook if include_webhooks else None
     if image is not None and definition.webhook is not None and not include_webhooks:
         raise ValueError("A Deployment for this operator requires its webhook TLS configuration")
-
-    secure_metrics = webhook is not None and webhook.secure_metrics
-    permissions = infer_permissions(
-        namespace=namespace,
-        controllers=definition.controllers,
-        rules=[*definition.rules, *(_metrics_auth_rules() if secure_metrics else ())],
-        crds=definition.crds,
-        lease=definition.lease,
-    )
-    documents = [manifest for _, manifest in sorted(definition.crds, key=_crd_name)]
-    documents.append(
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace)}
-    )
-    documents.extend(permissions.documents(name=name, namespace=namespace))
-    if secure_metrics:
-        documents.append(metrics_reader(name, namespace))
+    documents = _identity_documents(definition, name, namespace, webhook)
     if webhook is not None:
         dns_label(webhook.tls_secret, "TLS Secret name")
         documents.append(service(name, namespace, webhook.service_port))
@@ -163,7 +148,37 @@ def assemble(
     return documents
 
 
-def _metrics_auth_rules() -> list[Any]:
+def _check_crd_names(definition: Definition) -> None:
+    crd_names = [manifest["metadata"]["name"] for _, manifest in definition.crds]
+    if len(set(crd_names)) != len(crd_names):
+        raise ValueError(
+            "CRDs must have distinct metadata.name values; multi-version CRDs are not supported"
+        )
+
+
+def _identity_documents(
+    definition: Definition, name: str, namespace: str, webhook: WebhookServer | None
+) -> list[dict[str, Any]]:
+    """CRDs, the ServiceAccount and its RBAC (with the metrics reader if metrics are secure)."""
+    secure_metrics = webhook is not None and webhook.secure_metrics
+    permissions = infer_permissions(
+        namespace=namespace,
+        controllers=definition.controllers,
+        rules=[*definition.rules, *(_metrics_auth_rules() if secure_metrics else ())],
+        crds=definition.crds,
+        lease=definition.lease,
+    )
+    documents = [manifest for _, manifest in sorted(definition.crds, key=_crd_name)]
+    documents.append(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace)}
+    )
+    documents.extend(permissions.documents(name=name, namespace=namespace))
+    if secure_metrics:
+        documents.append(metrics_reader(name, namespace))
+    return documents
+
+
+def _metrics_auth_rules() -> list[RBACRule]:
     """What serving `/metrics` securely needs: creating TokenReviews and SubjectAccessReviews."""
     from cloudcoil.models.kubernetes.authentication.v1 import TokenReview
     from cloudcoil.models.kubernetes.authorization.v1 import SubjectAccessReview
@@ -225,7 +240,7 @@ def _probes(port: str, scheme: str) -> dict[str, Any]:
     }
 
 
-def _tls_volume(webhook: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def _tls_volume(webhook: WebhookServer) -> tuple[dict[str, Any], dict[str, Any]]:
     cert, key = PurePosixPath(webhook.certfile), PurePosixPath(webhook.keyfile)
     if (
         not cert.is_absolute()
@@ -262,8 +277,8 @@ def deployment(
     image: str,
     command: Sequence[str] | None,
     replicas: int,
-    webhook: Any,
-    health: Any,
+    webhook: WebhookServer | None,
+    health: HealthServer | None,
     resources: dict[str, Any] | None = None,
     grace: int = _DEFAULT_GRACE,
 ) -> dict[str, Any]:
@@ -272,6 +287,35 @@ def deployment(
     Probes use the webhook listener (HTTPS) or else a ``HealthServer`` (HTTP). The pod runs
     with ``runAsNonRoot``, so the image must declare a numeric non-root ``USER``.
     """
+    container, volumes = _container(image, command, webhook, health, resources)
+    labels = {NAME_LABEL: name}
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": name,
+        "terminationGracePeriodSeconds": grace,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(name, namespace),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": dict(labels)},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+        },
+    }
+
+
+def _container(
+    image: str,
+    command: Sequence[str] | None,
+    webhook: WebhookServer | None,
+    health: HealthServer | None,
+    resources: dict[str, Any] | None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``operator`` container and the pod volumes it mounts."""
     container: dict[str, Any] = {
         "name": "operator",
         "image": image,
@@ -309,30 +353,13 @@ def deployment(
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    labels = {NAME_LABEL: name}
-    pod_spec: dict[str, Any] = {
-        "serviceAccountName": name,
-        "terminationGracePeriodSeconds": grace,
-        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
-        "volumes": volumes,
-    }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": _meta(name, namespace),
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": dict(labels)},
-            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
-        },
-    }
+    return container, volumes
 
 
 def _webhook_configurations(
-    definition: Definition, webhook: Any, ca_bundle: bytes | None
+    definition: Definition, webhook: WebhookServer, ca_bundle: bytes | None
 ) -> list[dict[str, Any]]:
-    from cloudcoil_sync.admission._internal.routes import webhook_configurations
+    from cloudcoil_sync.admission._internal.configurations import webhook_configurations
 
     bundle = certificates_only(webhook.ca_bundle if ca_bundle is None else ca_bundle)
     return webhook_configurations(
@@ -343,73 +370,4 @@ def _webhook_configurations(
         ca_bundle=bundle,
         service_port=webhook.service_port,
         controller_namespaces=definition.selector_namespaces,
-    )
-
-
-def describe(app: Any) -> Definition:
-    """Validate ``app`` offline (no Config, no discovery) and read what manifests need."""
-    from cloudcoil_sync.application._internal.composition import controller_namespaces, validate
-
-    # validate_definition() without freezing; its admission table saves a second pass.
-    table = validate(app)
-    election = app.leader_election
-    return Definition(
-        name=app.name,
-        namespace=app.namespace,
-        controllers=[_access(controller, app.namespace) for controller in app.controllers],
-        crds=[(crd.resource, crd.manifest()) for crd in app.crds],
-        rules=app.rules,
-        lease=None if election is None else (election.name, election.namespace),
-        webhook=app.webhook,
-        routes=list(table.routes.values()) if app.webhook is not None else [],
-        health=app.health,
-        shutdown_timeout=_drain_bound(app),
-        selector_namespaces=controller_namespaces(app.controllers, app.namespace),
-    )
-
-
-def _drain_bound(app: Any) -> float:
-    # On SIGTERM: passes in flight finish (each controller's bound), then the webhook server.
-    passes = max((float(c.shutdown_timeout) for c in app.controllers), default=0.0)
-    hosting = float(app.webhook.shutdown_timeout) if app.webhook is not None else 0.0
-    return passes + hosting
-
-
-def _access(controller: Any, namespace: str) -> ControllerAccess:
-    recorder = controller.events
-    return ControllerAccess(
-        resource=controller.resource,
-        namespace=controller.watched_namespace(namespace),
-        owns=tuple((owned.resource, owned.prune) for owned in controller.owned),
-        watches=tuple(watched.resource for watched in controller.watches),
-        events=recorder is not False,
-        events_namespace=None if isinstance(recorder, bool) else recorder.namespace,
-    )
-
-
-def build_manifests(
-    app: Any,
-    *,
-    image: str | None = None,
-    command: Sequence[str] | None = None,
-    replicas: int = 1,
-    include_webhooks: bool = True,
-    ca_bundle: bytes | None = None,
-    requests: Mapping[str, str] | None = None,
-    limits: Mapping[str, str] | None = None,
-) -> list[dict[str, Any]]:
-    """Fresh manifests for ``app`` in install order (offline; see the module docstring).
-
-    ``ca_bundle`` replaces ``WebhookServer.ca_bundle`` (the CLI's ``--ca-file``);
-    ``requests``/``limits`` the container's default resources (see :func:`assemble`).
-    """
-    return assemble(
-        describe(app),
-        image=image,
-        command=command,
-        replicas=replicas,
-        include_webhooks=include_webhooks,
-        ca_bundle=ca_bundle,
-        requests=requests,
-        limits=limits,
     )

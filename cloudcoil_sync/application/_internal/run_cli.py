@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from cloudcoil_sync._internal import logs
-from cloudcoil_sync.application._internal.cli import DefinitionError, fail, run_options
+from cloudcoil_sync.application._internal.cli import DefinitionError, Operator, fail, run_options
 from cloudcoil_sync.application._internal.local import local_webhook, webhook_options
 from cloudcoil_sync.controller._internal.leader import LeadershipLost
 
@@ -50,14 +50,16 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def command(app: Any) -> click.Command:
+def command(app: Operator) -> click.Command:
     """The ``run`` command of `app`."""
 
     @click.command("run", help="Run the operator (kubeconfig or in-cluster) until SIGTERM.")
     @run_options
     @webhook_options
-    def run(log_level: str, log_format: str, **webhook: Any) -> None:
-        local_webhook(app, **webhook)
+    def run(log_level: str, log_format: str, **flags: Any) -> None:
+        webhook = local_webhook(app.webhook, **flags)
+        if webhook is not None:
+            app.replace_webhook(webhook)
         logs.configure(log_level, log_format)
         try:
             app.validate_definition()

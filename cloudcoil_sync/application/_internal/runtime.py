@@ -18,16 +18,21 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cloudcoil_sync.controller._internal.manager import Manager
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.application._internal.application import Application
+    from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
+    from cloudcoil_sync.application._internal.lifecycle import Lifespans
+    from cloudcoil_sync.application._internal.settings import WebhookServer
     from cloudcoil_sync.client import Config
+    from cloudcoil_sync.controller._internal.definition import Controller
+    from cloudcoil_sync.controller._internal.health import HealthServer
+    from cloudcoil_sync.controller._internal.leader import LeaderElection
 
-__all__ = ["RunState", "run", "state_of", "wait_ready"]
+__all__ = ["IDLE", "RunState", "RunnableApp", "run", "wait_ready"]
 
 log = logging.getLogger("cloudcoil_sync.application")
 
@@ -35,7 +40,21 @@ _TICK = 0.05
 _UNEXPECTED = "An operator component stopped unexpectedly"
 # Beyond the controllers' shutdown_timeout: informer stop, lifespan cleanup, Lease release.
 _MANAGER_STOP_MARGIN = 40.0
-_STATE_LOCK = threading.Lock()
+
+
+class RunnableApp(Protocol):
+    """What a run reads of its (validated, frozen) `Application`."""
+
+    name: str
+    namespace: str
+    config: Config | None
+    controllers: tuple[Controller[Any], ...]
+    lifespans: Lifespans
+    leader_election: LeaderElection | None
+    health: HealthServer | None
+    webhook: WebhookServer | None
+
+    def admission_routes(self, config: Config | None = None) -> AdmissionRoutes: ...
 
 
 class RunState:
@@ -77,23 +96,19 @@ class RunState:
         )
 
 
-_IDLE = RunState()
+#: The state of an application that has not run.
+IDLE = RunState()
 
 
-def state_of(app: Application) -> RunState:
-    """The run state of `app` (an idle one before `run`)."""
-    state: RunState | None = getattr(app, "_run_state", None)
-    return state if state is not None else _IDLE
-
-
-def wait_ready(app: Application, timeout: float = 30) -> None:
-    """Block until `app.ready`; raise the run's failure, or if it stopped first.
+def wait_ready(current: Callable[[], RunState], timeout: float = 30) -> None:
+    """Block until the `current()` run state is ready; raise the run's failure, or if it
+    stopped first.
 
     May be called before `run` starts (from another thread); TimeoutError after `timeout`.
     """
     give_up = time.monotonic() + timeout
     while True:
-        state = state_of(app)
+        state = current()
         if state.ready:
             return
         if state.failure is not None:
@@ -107,16 +122,11 @@ def wait_ready(app: Application, timeout: float = 30) -> None:
             state.changed.wait(min(_TICK, remaining))
 
 
-def run(app: Application, stop: threading.Event | None = None) -> None:
-    """Serve admission and run controllers until `stop` is set or a component fails."""
-    if getattr(app, "_run_state", None) is not None:
-        raise RuntimeError("Application instances can only run once")
-    app.validate_definition(freeze=True)
-    with _STATE_LOCK:
-        if getattr(app, "_run_state", None) is not None:
-            raise RuntimeError("Application instances can only run once")
-        state = RunState()
-        app._run_state = state  # type: ignore[attr-defined]
+def run(app: RunnableApp, state: RunState, stop: threading.Event | None = None) -> None:
+    """Serve admission and run controllers until `stop` is set or a component fails.
+
+    `app` is validated and frozen; `state` is the fresh run state the application holds.
+    """
     stop = stop if stop is not None else threading.Event()
     try:
         if stop.is_set():
@@ -131,7 +141,7 @@ def run(app: Application, stop: threading.Event | None = None) -> None:
         state.set(finished=True, running=False, started=False)
 
 
-def _config(app: Application, stack: ExitStack) -> Config:
+def _config(app: RunnableApp, stack: ExitStack) -> Config:
     """The supplied Config (left open), or one loaded for this run (closed at the end)."""
     if app.config is not None:
         return app.config
@@ -148,7 +158,7 @@ class _Components:
     """The webhook host and the manager thread of one run, started and stopped in order."""
 
     def __init__(
-        self, app: Application, config: Config, state: RunState, stop: threading.Event
+        self, app: RunnableApp, config: Config, state: RunState, stop: threading.Event
     ) -> None:
         self.app = app
         self.config = config
@@ -203,7 +213,6 @@ class _Components:
             leader_lifespan=leader,
             metrics=self.metrics,
         )
-        app.manager = manager
         self.state.set(manager=manager)
 
     def _start_webhook(self) -> None:
@@ -213,21 +222,21 @@ class _Components:
         from cloudcoil_sync.admission._internal.webhook import AdmissionWebhook
 
         app, state = self.app, self.state
+        webhook = app.webhook
+        assert webhook is not None  # started only for an application with a webhook server
         manager = state.manager
         cache = None if manager is None else manager.cached
         self.admission = AdmissionWebhook(app.admission_routes(self.config), cache=cache)
         self.metrics.registry.register(self.admission.slots)  # per-route saturation
         host = WebhookHost.from_settings(
             InstrumentedAdmission(self.admission, self.admission.routes, self.metrics),
-            app.webhook,
+            webhook,
             healthy=lambda: state.healthy,
             ready=lambda: state.ready,
             controllers_ready=lambda: state.manager is not None and state.manager.ready,
             registry=self.metrics.registry,
             max_request_body_size=self.admission.max_body_bytes,
-            metrics_access=MetricsAccess(self.config).decide
-            if app.webhook.secure_metrics
-            else None,
+            metrics_access=MetricsAccess(self.config).decide if webhook.secure_metrics else None,
         )
         self.host = host
         host.start()

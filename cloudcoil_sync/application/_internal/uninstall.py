@@ -21,6 +21,9 @@ from typing import Any
 
 import click
 
+from cloudcoil_sync.application._internal.cli import Operator, operation_options, run_operation
+from cloudcoil_sync.application._internal.install import check_timeout, connection
+from cloudcoil_sync.application._internal.manifests import Definition, assemble
 from cloudcoil_sync.application._internal.progress import (
     InstallTimeout,
     OperationDeadline,
@@ -66,20 +69,21 @@ class Removed:
         return text + (f" ({self.detail})" if self.detail else "")
 
 
-def removal_order(app: Any) -> list[JSON]:
-    """Every object ``install`` can apply for ``app``, in removal order (CRDs last)."""
-    from cloudcoil_sync.application._internal.manifests import build_manifests
-
-    webhook = getattr(app, "webhook", None) is not None
+def removal_order(definition: Definition) -> list[JSON]:
+    """Every object ``install`` can apply for ``definition``, in removal order (CRDs last)."""
+    webhook = definition.webhook is not None
     # Only names matter: the Deployment is not built (its checks are for running in a Pod).
-    documents = build_manifests(
-        app, include_webhooks=True, ca_bundle=_PLACEHOLDER_CA if webhook else None
+    documents = assemble(
+        definition, include_webhooks=True, ca_bundle=_PLACEHOLDER_CA if webhook else None
     )
-    documents.append(_identity("apps/v1", "Deployment", app.name, app.namespace))
-    election = getattr(app, "leader_election", None)
-    if election is not None:
-        namespace = election.namespace or app.namespace
-        documents.append(_identity("coordination.k8s.io/v1", "Lease", election.name, namespace))
+    name, namespace = definition.name, definition.namespace
+    documents.append(_identity("apps/v1", "Deployment", name, namespace))
+    if definition.lease is not None:
+        lease_name, lease_namespace = definition.lease
+        lease = _identity(
+            "coordination.k8s.io/v1", "Lease", lease_name, lease_namespace or namespace
+        )
+        documents.append(lease)
     rank = {kind: i for i, kind in enumerate(_ORDER)}
     return sorted(documents, key=lambda d: rank.get(d["kind"], len(_ORDER)))
 
@@ -93,7 +97,7 @@ def _meta(name: str, namespace: str) -> JSON:
 
 
 def uninstall(
-    app: Any,
+    definition: Definition,
     *,
     include_crds: bool = False,
     timeout: float = 120.0,
@@ -101,29 +105,17 @@ def uninstall(
     config: Config | None = None,
     progress: Progress | None = None,
 ) -> list[Removed]:
-    """Delete what ``install`` applied (see the module docstring); returns each outcome."""
-    from cloudcoil_sync.application._internal.install import load_config
+    """Delete what ``install`` applied (see the module docstring); returns each outcome.
 
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise ValueError("Uninstall timeout must be finite and positive")
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise ValueError("Uninstall timeout must be finite and positive")
-    documents = removal_order(app)
-    cfg = config or getattr(app, "config", None)
-    owned = cfg is None
-    cfg = cfg or load_config(app.namespace, timeout)
-    try:
-        remover = _Remover(
-            cfg,
-            field_manager(app.name),
-            OperationDeadline(timeout),
-            progress or Progress(),
-            dry_run,
-        )
+    ``config`` stays the caller's; without one, one is loaded and closed at the end.
+    """
+    check_timeout(timeout, "Uninstall")
+    documents = removal_order(definition)
+    steps = Progress() if progress is None else progress
+    with connection(config, definition.namespace, timeout) as cfg:
+        deadline = OperationDeadline(timeout)
+        remover = _Remover(cfg, field_manager(definition.name), deadline, steps, dry_run)
         return remover.run(documents, include_crds)
-    finally:
-        if owned:
-            cfg.close()
 
 
 class _Remover(Steps):
@@ -235,9 +227,8 @@ def _get(client: Any, name: str, namespace: str | None) -> JSON | None:
 # -- command line -------------------------------------------------------------------------------
 
 
-def command(app: Any) -> click.Command:
+def command(app: Operator) -> click.Command:
     """``uninstall [--include-crds] [--timeout] [--dry-run] [--quiet]``."""
-    from cloudcoil_sync.application._internal.cli import operation_options, run_operation
 
     @click.command("uninstall", help="Remove what install applied (CRDs only if asked).")
     @click.option(
@@ -252,7 +243,12 @@ def command(app: Any) -> click.Command:
         progress = Progress(quiet=quiet)
         run_operation(
             lambda: uninstall(
-                app, include_crds=include_crds, timeout=timeout, dry_run=dry_run, progress=progress
+                app.definition(),
+                include_crds=include_crds,
+                timeout=timeout,
+                dry_run=dry_run,
+                config=app.config,
+                progress=progress,
             ),
             dry_run=dry_run,
         )

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from cloudcoil_sync.client._internal.rest import RESTMapping
 from cloudcoil_sync.client._internal.watch import Watch
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.client._internal.config import Config
+    from cloudcoil_sync.client._internal.discovery import RESTMapper
+    from cloudcoil_sync.client._internal.transport import Transport
 
-__all__ = ["ListResult", "ResourceClient"]
+__all__ = ["Connection", "ListResult", "ResourceClient"]
 
 T = TypeVar("T")
 JSON = dict[str, Any]
@@ -59,12 +60,23 @@ def _meta(body: JSON) -> JSON:
     return meta if isinstance(meta, dict) else {}
 
 
+class Connection(Protocol):
+    """What a client uses of its ``Config``: the pooled transport, the REST mapper and the
+    default namespace (a protocol, so that ``config.py`` can build clients without a cycle)."""
+
+    transport: Transport
+    namespace: str
+
+    @property
+    def mapper(self) -> RESTMapper: ...
+
+
 class ResourceClient(Generic[T]):
     """Operations on one kind. Obtain with ``config.client(Kind, namespace=None)``."""
 
     def __init__(
         self,
-        config: Config,
+        config: Connection,
         target: Any,
         *,
         namespace: str | None = None,

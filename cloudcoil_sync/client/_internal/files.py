@@ -7,6 +7,7 @@ import shutil
 import tempfile
 import threading
 import weakref
+from collections.abc import Callable
 
 __all__ = ["PrivateFiles"]
 
@@ -18,7 +19,7 @@ class PrivateFiles:
         self._prefix = prefix
         self._dir: str | None = None
         self._lock = threading.Lock()
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: Callable[[], object] | None = None  # a weakref.finalize
 
     def write(self, name: str, data: bytes) -> str:
         """Write ``data`` to a private file and return its path."""

@@ -57,7 +57,9 @@ _PATH_FIELDS = {
 }
 
 
-def _entries(data: dict[str, Any], section: str, key: str, path: Path) -> list[tuple[str, dict]]:
+def _entries(
+    data: dict[str, Any], section: str, key: str, path: Path
+) -> list[tuple[str, dict[str, Any]]]:
     raw = data.get(section) or []
     if not isinstance(raw, list):
         raise ConfigError(f"kubeconfig {path}: {section} must be a list")
@@ -117,27 +119,10 @@ def load_kubeconfig(
         paths = [Path(p).expanduser() for p in str(path).split(os.pathsep) if p]
     else:
         paths = [Path(p).expanduser() for p in path]
-    merged = merge(paths)
-    where = ", ".join(merged["files"])
-    name = context or merged["current"]
-    if not name:
-        raise ConfigError(f"kubeconfig ({where}) has no current-context and none was given")
-    ctx = merged["contexts"].get(name)
-    if ctx is None:
-        known = ", ".join(sorted(merged["contexts"])) or "none"
-        raise ConfigError(f"context {name!r} not found in kubeconfig ({where}); known: {known}")
-    cluster = merged["clusters"].get(ctx.get("cluster"))
-    if cluster is None:
-        raise ConfigError(f"context {name!r} refers to unknown cluster {ctx.get('cluster')!r}")
-    user_name = ctx.get("user")
-    user = merged["users"].get(user_name, {}) if user_name else {}
-    if user_name and user_name not in merged["users"]:
-        raise ConfigError(f"context {name!r} refers to unknown user {user_name!r}")
-    if not cluster.get("server"):
-        raise ConfigError(f"cluster {ctx.get('cluster')!r} in kubeconfig has no server")
+    name, cluster, user_name, user, namespace = _resolve_context(merge(paths), context)
     kwargs: dict[str, Any] = {
         "server": str(cluster["server"]),
-        "namespace": str(ctx.get("namespace") or "default"),
+        "namespace": namespace,
         "insecure_skip_tls_verify": bool(cluster.get("insecure-skip-tls-verify", False)),
         "proxy_url": cluster.get("proxy-url"),
         "tls_server_name": cluster.get("tls-server-name"),
@@ -155,6 +140,40 @@ def load_kubeconfig(
         source = cluster if field.startswith("certificate") else user
         if source.get(field):
             kwargs[arg] = _b64(source[field], f"{field} of context {name!r}")
+    _check_user(user_name, user)
+    if user.get("exec"):
+        kwargs["exec_provider"] = ExecProvider.from_kubeconfig(
+            user["exec"], cluster=_cluster_info(cluster)
+        )
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def _resolve_context(
+    merged: dict[str, Any], context: str | None
+) -> tuple[str, dict[str, Any], str | None, dict[str, Any], str]:
+    """(context name, its cluster, user name, user, namespace) of the chosen context."""
+    where = ", ".join(merged["files"])
+    name = context or merged["current"]
+    if not name:
+        raise ConfigError(f"kubeconfig ({where}) has no current-context and none was given")
+    ctx = merged["contexts"].get(name)
+    if ctx is None:
+        known = ", ".join(sorted(merged["contexts"])) or "none"
+        raise ConfigError(f"context {name!r} not found in kubeconfig ({where}); known: {known}")
+    cluster = merged["clusters"].get(ctx.get("cluster"))
+    if cluster is None:
+        raise ConfigError(f"context {name!r} refers to unknown cluster {ctx.get('cluster')!r}")
+    user_name = ctx.get("user")
+    user = merged["users"].get(user_name, {}) if user_name else {}
+    if user_name and user_name not in merged["users"]:
+        raise ConfigError(f"context {name!r} refers to unknown user {user_name!r}")
+    if not cluster.get("server"):
+        raise ConfigError(f"cluster {ctx.get('cluster')!r} in kubeconfig has no server")
+    return name, cluster, user_name, user, str(ctx.get("namespace") or "default")
+
+
+def _check_user(user_name: str | None, user: Mapping[str, Any]) -> None:
+    """Refuse the authentication methods Config does not support, naming what to use."""
     if user.get("auth-provider"):
         provider = (user["auth-provider"] or {}).get("name", "?")
         raise ConfigError(
@@ -166,11 +185,6 @@ def load_kubeconfig(
             f"user {user_name!r} uses basic auth (username/password), which Kubernetes "
             "removed in 1.19; use a token, client certificate or exec plugin"
         )
-    if user.get("exec"):
-        kwargs["exec_provider"] = ExecProvider.from_kubeconfig(
-            user["exec"], cluster=_cluster_info(cluster)
-        )
-    return {k: v for k, v in kwargs.items() if v is not None}
 
 
 def _cluster_info(cluster: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import json
 import os
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 from urllib.parse import urlencode, urlsplit
 
@@ -182,7 +182,9 @@ class _Adapter(requests.adapters.HTTPAdapter):
             # CA and client certificate are already in the pool's ssl_context.
             conn.cert_reqs = "CERT_REQUIRED"
             return
-        super().cert_verify(conn, url, verify, cert)
+        # types-requests leaves HTTPAdapter.cert_verify untyped.
+        inherited = cast(Callable[[Any, str, Any, Any], None], super().cert_verify)
+        inherited(conn, url, verify, cert)
 
 
 def _origin(url: str) -> tuple[str, str]:

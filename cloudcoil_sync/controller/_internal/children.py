@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cloudcoil.resources import Resource
 
@@ -24,16 +24,36 @@ from cloudcoil_sync.client._internal.errors import Conflict, NotFound
 from cloudcoil_sync.controller._internal.types import TerminalError
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.controller._internal.context import Request
+    from cloudcoil_sync.client import Config
+    from cloudcoil_sync.controller._internal.informer import Informer
 
-__all__ = ["controller_reference", "ensure_child", "prune_children"]
+__all__ = ["Pass", "controller_reference", "ensure_child", "prune_children"]
 
 U = TypeVar("U", bound=Resource)
 JSON = dict[str, Any]
 
 _FORBIDDEN = ("uid", "resourceVersion", "ownerReferences")
 
-logger = logging.getLogger("cloudcoil_sync.controller.children")
+logger = logging.getLogger(__name__)
+
+
+class _Informers(Protocol):
+    def informer_for(self, resource: type[Any]) -> Informer: ...
+
+
+class Pass(Protocol):
+    """What children use of a pass (`context.Request`; a protocol, so no import cycle)."""
+
+    ensured: set[tuple[type[Resource], str | None, str]]
+
+    @property
+    def object(self) -> Any: ...
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def services(self) -> _Informers: ...
 
 
 def controller_reference(parent: Resource) -> JSON:
@@ -68,7 +88,7 @@ def _merge(live: Any, desired: Any) -> Any:
     return merged
 
 
-def ensure_child(request: Request[Any], desired: U) -> U:
+def ensure_child(request: Pass, desired: U) -> U:
     """Create or update `desired` as a child controlled by the request's primary."""
     parent = request.object
     metadata = parent.metadata if parent is not None else None
@@ -136,7 +156,7 @@ def ensure_child(request: Request[Any], desired: U) -> U:
     return patched
 
 
-def prune_children(request: Request[Any], kinds: tuple[type[Resource], ...]) -> int:
+def prune_children(request: Pass, kinds: tuple[type[Resource], ...]) -> int:
     """Delete cached children of `kinds` controlled by the primary but not ensured.
 
     Returns how many were deleted. A child already gone is skipped; a child changed since

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 from cloudcoil.resources import Resource
 
+from cloudcoil_sync._internal.callables import require_sync
 from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.admission._internal.routes import Route, ScopedAdmission
 from cloudcoil_sync.controller._internal.registry import Registry
 from cloudcoil_sync.controller._internal.reporting import PassRequest
-from cloudcoil_sync.controller._internal.stages import Cases, Stages, StageScope, require_sync
+from cloudcoil_sync.controller._internal.stages import Cases, Stages, StageScope
 from cloudcoil_sync.controller._internal.types import ResourceKey
 
 if TYPE_CHECKING:

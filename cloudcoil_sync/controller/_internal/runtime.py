@@ -434,7 +434,8 @@ class ControllerRuntime:
         report_failure(request, error)
         if not request.staged:
             return None
-        return request.apply_status(snapshot.model_copy(deep=True))
+        applied: Resource | None = request.apply_status(snapshot.model_copy(deep=True))
+        return applied
 
     def settled(self, key: ResourceKey, succeeded: bool) -> None:
         """Flush the pass's queued Events within `event_flush_timeout`."""

@@ -22,16 +22,24 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from cloudcoil_sync.client._internal.fence import WriteFence
-
-if TYPE_CHECKING:
-    from cloudcoil_sync.controller._internal.runtime import ControllerRuntime
+from cloudcoil_sync.controller._internal.queue import WorkQueue
 
 __all__ = ["WRITE_GRACE", "PassRefused", "Term"]
 
 log = logging.getLogger("cloudcoil_sync.manager")
+
+
+class _Runtime(Protocol):
+    """What shutting down uses of a `runtime.ControllerRuntime` (a protocol: no cycle)."""
+
+    name: str
+    queue: WorkQueue[Any]
+
+    def stop(self, *, drain: bool = True, timeout: float | None = None) -> bool: ...
+
 
 # How long a write already on the wire may take to be answered once the fence closes (the
 # client's default read timeout); past it the Lease is left to expire, not released.
@@ -75,9 +83,7 @@ class Term:
         """Start no more passes (stops already set count without this)."""
         self._ended = True
 
-    def shut_down(
-        self, runtimes: Iterable[ControllerRuntime], *, grace: float = WRITE_GRACE
-    ) -> bool:
+    def shut_down(self, runtimes: Iterable[_Runtime], *, grace: float = WRITE_GRACE) -> bool:
         """Stop the runtimes' passes in order; True if nothing of theirs may still write."""
         self.end()
         runtimes = list(runtimes)

@@ -10,6 +10,7 @@ structural form raises :class:`SchemaError` naming the field path, e.g. ``Widget
 from __future__ import annotations
 
 import copy
+import operator
 from typing import Any, get_args
 
 from pydantic import BaseModel, PlainSerializer, WrapSerializer
@@ -201,8 +202,8 @@ def _normalise_keywords(node: dict[str, Any], path: str) -> None:
             raise _fail(path, "const conflicts with enum")
         node["enum"] = [value]
     for exclusive, inclusive, stricter in (
-        ("exclusiveMinimum", "minimum", lambda old, new: old > new),
-        ("exclusiveMaximum", "maximum", lambda old, new: old < new),
+        ("exclusiveMinimum", "minimum", operator.gt),
+        ("exclusiveMaximum", "maximum", operator.lt),
     ):
         bound = node.get(exclusive)
         if bound is None or isinstance(bound, bool):

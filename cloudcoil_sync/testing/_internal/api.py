@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import yaml
@@ -14,6 +14,7 @@ from cloudcoil_sync.client._internal import codec
 from cloudcoil_sync.testing._internal import discovery, openapi, protobuf, tables
 from cloudcoil_sync.testing._internal import status as st
 from cloudcoil_sync.testing._internal.access_reviews import REVIEWS, review
+from cloudcoil_sync.testing._internal.backend import Backend, LogEntry
 from cloudcoil_sync.testing._internal.crud import Req
 from cloudcoil_sync.testing._internal.http import Exchange
 from cloudcoil_sync.testing._internal.identity import (
@@ -27,24 +28,10 @@ from cloudcoil_sync.testing._internal.store import dumps
 from cloudcoil_sync.testing._internal.tokens import token_request
 from cloudcoil_sync.testing._internal.watch import Watch, serve
 
-if TYPE_CHECKING:
-    from cloudcoil_sync.testing._internal.emulator import Emulator
-
 __all__ = ["LogEntry", "handle"]
 
 JSON = dict[str, Any]
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    method: str
-    path: str
-    query: dict[str, str]
-    user: str
-    status: int
-    #: When the answer was about to leave (monotonic; comparable across local processes).
-    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -68,7 +55,7 @@ def _parse_body(raw: bytes, content_type: str) -> Any:
         raise st.bad_request(f"the body of the request could not be decoded: {exc}") from exc
 
 
-def _route(emu: Emulator, parts: list[str]) -> Route | None:
+def _route(emu: Backend, parts: list[str]) -> Route | None:
     """Parse ``api/v1/...`` or ``apis/<g>/<v>/...`` into a resource route."""
     if parts[0] == "api" and len(parts) >= 3:
         group, version, rest = "", parts[1], parts[2:]
@@ -106,7 +93,7 @@ def _verb(method: str, route: Route, query: dict[str, str]) -> str:
     }.get(method, "")
 
 
-def _discovery(emu: Emulator, ex: Exchange, parts: list[str]) -> bool:
+def _discovery(emu: Backend, ex: Exchange, parts: list[str]) -> bool:
     accept = ex.headers.get("Accept", "")
     aggregated = any(
         "g=apidiscovery.k8s.io" in part
@@ -161,7 +148,7 @@ def _discovery(emu: Emulator, ex: Exchange, parts: list[str]) -> bool:
     return True
 
 
-def handle(emu: Emulator, ex: Exchange) -> None:
+def handle(emu: Backend, ex: Exchange) -> None:
     """Answer one exchange (never raises)."""
     url = urlsplit(ex.target)
     query = dict(parse_qsl(url.query, keep_blank_values=True))
@@ -215,7 +202,7 @@ def _selected_name(query: dict[str, str]) -> str:
     return ""
 
 
-def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], user: User) -> None:
+def _dispatch(emu: Backend, ex: Exchange, path: str, query: dict[str, str], user: User) -> None:
     parts = [unquote(p) for p in path.split("/") if p]  # names may be escaped (system%3Ax)
     raw = ex.body()
     if not parts:
@@ -262,7 +249,7 @@ def _dispatch(emu: Emulator, ex: Exchange, path: str, query: dict[str, str], use
     _execute(emu, ex, verb, req)
 
 
-def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
+def _execute(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
     objects = emu.objects
     if verb == "create" and req.rt.key == SELF_ACCESS_REVIEWS:  # answered, never stored
         ex.respond(201, dumps(self_access_review(emu.authorizer, req)))
@@ -317,7 +304,7 @@ def _execute(emu: Emulator, ex: Exchange, verb: str, req: Req) -> None:
     ex.respond(status, _encode(emu, req, result))
 
 
-def _table(emu: Emulator, req: Req, verb: str, api_version: str) -> JSON:
+def _table(emu: Backend, req: Req, verb: str, api_version: str) -> JSON:
     if verb == "get":
         found = [emu.objects.get(req)]
         meta: JSON = {"resourceVersion": found[0]["metadata"].get("resourceVersion", "")}
@@ -330,7 +317,7 @@ def _table(emu: Emulator, req: Req, verb: str, api_version: str) -> JSON:
     return tables.table(req.rt, found, meta, emu.store, api_version, include)
 
 
-def _encode(emu: Emulator, req: Req, result: JSON) -> bytes:
+def _encode(emu: Backend, req: Req, result: JSON) -> bytes:
     """The stored object's cached encoding when ``result`` is it (shared with watches/lists)."""
     meta = result.get("metadata") or {}
     entry = emu.store.entry(req.rt.key, meta.get("namespace", ""), meta.get("name", ""))
@@ -339,7 +326,7 @@ def _encode(emu: Emulator, req: Req, result: JSON) -> bytes:
     return dumps(result)
 
 
-def _watch(emu: Emulator, ex: Exchange, req: Req) -> None:
+def _watch(emu: Backend, ex: Exchange, req: Req) -> None:
     query = dict(req.query)
     if req.name:
         selector = f"metadata.name={req.name}"

@@ -139,73 +139,22 @@ class Objects:
     def update(self, req: Req, new: Any, old: JSON, apply_w: Writer | None = None) -> JSON:
         """Write ``new`` (the client's intended object) over stored ``old`` (storage form)."""
         rt = req.rt
-        if not isinstance(new, dict):
-            raise st.bad_request("the body of the request must be a JSON object")
-        check_kind(rt, new)
         view_old = from_storage(rt, old)
-        # Nested values may be shared with the stored object: only top level and metadata are
-        # rebuilt here, and defaulting only fills fields a stored object already has.
-        meta = new.get("metadata")
-        if meta is None:
-            meta = {}
-        if not isinstance(meta, dict):
-            raise st.bad_request("metadata must be an object")
-        new = {
-            "kind": rt.kind,
-            "apiVersion": rt.api_version,
-            **_untyped(new),
-            "metadata": dict(meta),
-        }
-        meta = new["metadata"]
-        sent_rv = meta.get("resourceVersion")
-        if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
-            raise st.conflict(rt.plural, rt.group, req.name)
-        if meta.get("uid") and meta["uid"] != old["metadata"]["uid"]:
-            raise st.conflict(rt.plural, rt.group, req.name)
-        old_meta = view_old["metadata"]
-        split = rt.status_subresource
-        if split and req.subresource == "status":
-            new = {**view_old, "status": new.get("status")}
-            if new["status"] is None:
-                del new["status"]
-            meta = new["metadata"] = dict(old_meta)
-        elif split:
-            new.pop("status", None)
-            if "status" in view_old:
-                new["status"] = view_old["status"]
-        new["apiVersion"], new["kind"] = rt.api_version, rt.kind
-        for key in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"):
-            if key in old_meta:
-                meta[key] = old_meta[key]
-            else:
-                meta.pop(key, None)
-        if "deletionGracePeriodSeconds" in old_meta:
-            meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
-        meta["resourceVersion"] = old_meta["resourceVersion"]
-        apply_defaults(rt, new, creating=False)
-        new = self._mutated("UPDATE", req, new, view_old)
-        meta = new["metadata"]
-        validate(rt, new, rt.group)
-        _check_finalizers(rt, old_meta, meta)
-        if rt.has_generation:
-            generation = int(old_meta.get("generation", 1))
-            if _spec_part(new, split) != _spec_part(view_old, split):
-                generation += 1
-            meta["generation"] = generation
-        now = now_iso()
-        if apply_w is None:
-            base = meta.get("managedFields")
-            if base is not None and base == old_meta.get("managedFields"):
-                base = None
-            meta["managedFields"] = record_update(
-                view_old, new, req.writer(now), split, base if base else None
-            )
-        if not meta.get("managedFields"):
-            meta.pop("managedFields", None)
+        intended = _intended(req, new, old, view_old)
+        apply_defaults(rt, intended, creating=False)
+        intended = self._mutated("UPDATE", req, intended, view_old)
+        validate(rt, intended, rt.group)
+        _check_finalizers(rt, view_old["metadata"], intended["metadata"])
+        _record_update(req, intended, view_old, apply_w)
         if self.admission is not None:
-            self.admission.validate("UPDATE", req, new, view_old)
-        if new == view_old or _same_but_managed(new, view_old):
+            self.admission.validate("UPDATE", req, intended, view_old)
+        if intended == view_old or _same_but_managed(intended, view_old):
             return view_old
+        return self._store_update(req, intended, old)
+
+    def _store_update(self, req: Req, new: JSON, old: JSON) -> JSON:
+        """Store an admitted update (a finalized deletion removes the object instead)."""
+        rt, meta = req.rt, new["metadata"]
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             if not req.dry_run:
                 with self.store.lock:
@@ -375,3 +324,73 @@ def _same_but_managed(a: JSON, b: JSON) -> bool:
     fa = [{k: v for k, v in e.items() if k != "time"} for e in ma.pop("managedFields", []) or []]
     fb = [{k: v for k, v in e.items() if k != "time"} for e in mb.pop("managedFields", []) or []]
     return fa == fb and {**a, "metadata": ma} == {**b, "metadata": mb}
+
+
+def _intended(req: Req, new: Any, old: JSON, view_old: JSON) -> JSON:
+    """The object an update asks for, with the fields the server keeps carried over.
+
+    Nested values may be shared with the stored object: only top level and metadata are
+    rebuilt here, and defaulting only fills fields a stored object already has.
+    """
+    rt = req.rt
+    if not isinstance(new, dict):
+        raise st.bad_request("the body of the request must be a JSON object")
+    check_kind(rt, new)
+    meta = new.get("metadata")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise st.bad_request("metadata must be an object")
+    intended: JSON = {
+        "kind": rt.kind,
+        "apiVersion": rt.api_version,
+        **_untyped(new),
+        "metadata": dict(meta),
+    }
+    meta = intended["metadata"]
+    sent_rv = meta.get("resourceVersion")
+    if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
+        raise st.conflict(rt.plural, rt.group, req.name)
+    if meta.get("uid") and meta["uid"] != old["metadata"]["uid"]:
+        raise st.conflict(rt.plural, rt.group, req.name)
+    old_meta = view_old["metadata"]
+    split = rt.status_subresource
+    if split and req.subresource == "status":
+        intended = {**view_old, "status": intended.get("status")}
+        if intended["status"] is None:
+            del intended["status"]
+        meta = intended["metadata"] = dict(old_meta)
+    elif split:
+        intended.pop("status", None)
+        if "status" in view_old:
+            intended["status"] = view_old["status"]
+    intended["apiVersion"], intended["kind"] = rt.api_version, rt.kind
+    for key in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"):
+        if key in old_meta:
+            meta[key] = old_meta[key]
+        else:
+            meta.pop(key, None)
+    if "deletionGracePeriodSeconds" in old_meta:
+        meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
+    meta["resourceVersion"] = old_meta["resourceVersion"]
+    return intended
+
+
+def _record_update(req: Req, new: JSON, view_old: JSON, apply_w: Writer | None) -> None:
+    """Bump the generation on a spec change and record the writer's managedFields."""
+    rt, meta, old_meta = req.rt, new["metadata"], view_old["metadata"]
+    split = rt.status_subresource
+    if rt.has_generation:
+        generation = int(old_meta.get("generation", 1))
+        if _spec_part(new, split) != _spec_part(view_old, split):
+            generation += 1
+        meta["generation"] = generation
+    if apply_w is None:
+        base = meta.get("managedFields")
+        if base is not None and base == old_meta.get("managedFields"):
+            base = None
+        meta["managedFields"] = record_update(
+            view_old, new, req.writer(now_iso()), split, base if base else None
+        )
+    if not meta.get("managedFields"):
+        meta.pop("managedFields", None)

@@ -246,7 +246,7 @@ def apply_patch(
                 lost.setdefault(index, set()).add(path)
     if conflicts and not force:
         raise _conflict_error(conflicts)
-    merged = _merge(live, {k: v for k, v in applied.items() if k != "metadata"}, "")
+    merged: JSON = _merge(live, {k: v for k, v in applied.items() if k != "metadata"}, "")
     meta = dict(live.get("metadata") or {})
     for key, value in (applied.get("metadata") or {}).items():
         if key not in ("managedFields", "resourceVersion", "uid", "creationTimestamp"):

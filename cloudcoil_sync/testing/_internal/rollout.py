@@ -40,8 +40,8 @@ _WRITE_ATTEMPTS = 5
 
 
 def _check_mode(mode: Any) -> RolloutMode:
-    if mode in ("available", "never"):
-        return mode
+    if mode == "available" or mode == "never":
+        return "available" if mode == "available" else "never"
     if isinstance(mode, int | float) and not isinstance(mode, bool) and mode >= 0:
         return float(mode)
     raise ValueError(f'deployments must be "available", "never" or a delay >= 0, not {mode!r}')

@@ -20,6 +20,7 @@ from typing import Any
 import click
 import yaml
 
+from cloudcoil_sync._compat.click import ParamType
 from cloudcoil_sync.testing._internal.emulator import Emulator
 from cloudcoil_sync.testing._internal.rollout import RolloutMode
 from cloudcoil_sync.testing._internal.state import StateError
@@ -68,7 +69,7 @@ def write_kubeconfig(path: str, config: dict[str, Any]) -> None:
         raise
 
 
-class _Deployments(click.ParamType):
+class _Deployments(ParamType):
     """``available``, ``progressing`` (never available), ``off`` or a delay in seconds."""
 
     name = "available|progressing|off|SECONDS"
@@ -87,7 +88,7 @@ class _Deployments(click.ParamType):
         return seconds
 
 
-class _Route(click.ParamType):
+class _Route(ParamType):
     """``NAMESPACE/SERVICE=HOST:PORT``: where admission calls for a Service go."""
 
     name = "NAMESPACE/SERVICE=HOST:PORT"

@@ -18,7 +18,7 @@ from cloudcoil_sync.testing._internal.resources import crd_types
 from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.testing._internal.emulator import Emulator
+    from cloudcoil_sync.testing._internal.backend import Backend
 
 __all__ = [
     "FORMAT",
@@ -39,7 +39,7 @@ class StateError(ValueError):
     """A state file that cannot be read or is not an emulator state."""
 
 
-def snapshot(emu: Emulator) -> JSON:
+def snapshot(emu: Backend) -> JSON:
     """The emulator's state as JSON data."""
     with emu.store.lock:
         objects = [
@@ -63,7 +63,7 @@ def snapshot(emu: Emulator) -> JSON:
     }
 
 
-def save_state(emu: Emulator, path: str) -> None:
+def save_state(emu: Backend, path: str) -> None:
     """Write the emulator's state to ``path`` atomically (owner-only: it holds tokens)."""
     data = json.dumps(snapshot(emu), separators=(",", ":")).encode()
     folder = os.path.dirname(os.path.abspath(path))
@@ -125,7 +125,7 @@ def saved_options(data: JSON) -> JSON:
     return options
 
 
-def apply_state(emu: Emulator, data: JSON) -> None:
+def apply_state(emu: Backend, data: JSON) -> None:
     """Load ``data`` (from :func:`read_state`) into ``emu`` before it starts.
 
     The emulator must have been built with ``admin_token=data["adminToken"]``.

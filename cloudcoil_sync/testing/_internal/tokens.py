@@ -19,7 +19,7 @@ from cloudcoil_sync.testing._internal import status as st
 from cloudcoil_sync.testing._internal.crud import Req
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.testing._internal.emulator import Emulator
+    from cloudcoil_sync.testing._internal.backend import Backend
 
 __all__ = ["DEFAULT_AUDIENCE", "token_claims", "token_request"]
 
@@ -83,7 +83,7 @@ def token_claims(token: str) -> JSON | None:
     return claims if isinstance(claims, dict) else None
 
 
-def token_request(emu: Emulator, req: Req) -> tuple[int, JSON]:
+def token_request(emu: Backend, req: Req) -> tuple[int, JSON]:
     """Answer ``POST .../serviceaccounts/<name>/token`` (201 and a TokenRequest)."""
     account = emu.store.get(req.rt.key, req.namespace, req.name)
     if account is None:

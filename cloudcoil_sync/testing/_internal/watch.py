@@ -81,43 +81,13 @@ def serve(
     peer_gone: Callable[[], bool] = lambda: False,
 ) -> None:
     """Stream events for ``watch`` through ``write`` until timeout, close or shutdown."""
-    rt, ns = watch.rt, watch.namespace
-    labels = label_selector(query.get("labelSelector"))
-    fields = field_selector(query.get("fieldSelector"))
-    filtered = bool(query.get("labelSelector") or query.get("fieldSelector"))
-    convert = rt.storage != ("", "")
-    bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+    stream = _Stream(store, watch, query, write)
     try:
         timeout = float(query.get("timeoutSeconds") or DEFAULT_TIMEOUT)
     except ValueError as exc:
         raise bad_request("timeoutSeconds must be a number") from exc
-    requested = query.get("resourceVersion") or ""
-
-    def matches(obj: JSON | None) -> bool:
-        if obj is None:
-            return False
-        return not filtered or (labels(obj) and fields(obj))
-
-    def view(obj: JSON) -> JSON:
-        return from_storage(rt, obj)  # no copy unless kind/apiVersion differ
-
-    initial: list[bytes] = []
-    with store.lock:
-        if requested in ("", "0"):
-            entries, last = store.scan(rt.key, ns or None)
-            initial = [_event("ADDED", view(e.obj)) for e in entries if matches(e.obj)]
-        else:
-            try:
-                last = int(requested)
-            except ValueError as exc:
-                raise bad_request(f"invalid resource version {requested!r}") from exc
-            try:
-                store.check_watchable(last, requested)
-            except ApiError as err:
-                write(_event("ERROR", err.body()))
-                return
-    for chunk in initial:
-        write(chunk)
+    if not stream.start(query.get("resourceVersion") or ""):
+        return
     start = time.monotonic()
     deadline = start + timeout
     next_bookmark = start + bookmark_interval
@@ -129,41 +99,106 @@ def serve(
         if quiet and peer_gone():  # an idle stream whose client left: free the thread now
             watch.abort = True
             return
+        wake = min(deadline, next_bookmark if stream.bookmarks else deadline, now + PEER_CHECK)
+        events = stream.wait(max(0.0, wake - now))
+        if events is None:
+            return
+        quiet = not stream.send(events)  # other kinds' or namespaces' events do not count
+        if stream.bookmarks and time.monotonic() >= next_bookmark:
+            stream.bookmark()
+            next_bookmark = time.monotonic() + bookmark_interval
+
+
+class _Stream:
+    """One watch's selection and position: what it has sent and what it sends next."""
+
+    def __init__(
+        self, store: Store, watch: Watch, query: dict[str, str], write: Callable[[bytes], None]
+    ) -> None:
+        self.store, self.write = store, write
+        self.rt, self.namespace = watch.rt, watch.namespace
+        self._labels = label_selector(query.get("labelSelector"))
+        self._fields = field_selector(query.get("fieldSelector"))
+        self._filtered = bool(query.get("labelSelector") or query.get("fieldSelector"))
+        self._convert = self.rt.storage != ("", "")
+        self.bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        self.last = 0
+
+    def matches(self, obj: JSON | None) -> bool:
+        if obj is None:
+            return False
+        return not self._filtered or bool(self._labels(obj) and self._fields(obj))
+
+    def view(self, obj: JSON) -> JSON:
+        return from_storage(self.rt, obj)  # no copy unless kind/apiVersion differ
+
+    def start(self, requested: str) -> bool:
+        """Send the initial ADDED events (from "" or "0"), or check `requested` is still in
+        the history (else an ERROR event); whether the stream goes on."""
+        initial: list[bytes] = []
+        with self.store.lock:
+            if requested in ("", "0"):
+                entries, self.last = self.store.scan(self.rt.key, self.namespace or None)
+                initial = [
+                    _event("ADDED", self.view(e.obj)) for e in entries if self.matches(e.obj)
+                ]
+            else:
+                try:
+                    self.last = int(requested)
+                except ValueError as exc:
+                    raise bad_request(f"invalid resource version {requested!r}") from exc
+                try:
+                    self.store.check_watchable(self.last, requested)
+                except ApiError as err:
+                    self.write(_event("ERROR", err.body()))
+                    return False
+        for chunk in initial:
+            self.write(chunk)
+        return True
+
+    def wait(self, seconds: float) -> list[WatchEvent] | None:
+        """Events after the last one sent, waiting up to `seconds` for one; None once the
+        history lost some of them (the stream then ends with 410, as it was sent)."""
+        store = self.store
         with store.lock:
-            events = store.events_after(last)
+            events = store.events_after(self.last)
             if not events:
-                wake = min(deadline, next_bookmark if bookmarks else deadline, now + PEER_CHECK)
-                store.changed.wait(max(0.0, wake - now))
-                events = store.events_after(last)
-            if last < store.compacted_rv:
+                store.changed.wait(seconds)
+                events = store.events_after(self.last)
+            if self.last < store.compacted_rv:
                 # Events this stream had not sent yet were dropped (history overflow or
                 # forget_history): end it with 410 rather than skip them silently.
-                write(_event("ERROR", expired(str(last), store.compacted_rv + 1).body()))
-                return
-        out: list[bytes] = []
+                self.write(_event("ERROR", expired(str(self.last), store.compacted_rv + 1).body()))
+                return None
+        return events
+
+    def send(self, events: list[WatchEvent]) -> bool:
+        """Write the events this watch selects; whether there was any."""
+        rt, out = self.rt, []
         for ev in events:
-            last = ev.rv
-            if ev.key != rt.key or (ns and ev.namespace != ns):
+            self.last = ev.rv
+            if ev.key != rt.key or (self.namespace and ev.namespace != self.namespace):
                 continue
-            out_event = _translate(ev, matches)
+            out_event = _translate(ev, self.matches)
             if out_event is None:
                 continue
             type_, obj = out_event
-            if type_ == ev.type and not convert and obj.get("apiVersion") == rt.api_version:
+            if type_ == ev.type and not self._convert and obj.get("apiVersion") == rt.api_version:
                 out.append(ev.raw())
             else:
-                out.append(_event(type_, view(obj)))
+                out.append(_event(type_, self.view(obj)))
         if out:
-            write(b"".join(out))
-        quiet = not out  # other kinds' or namespaces' events do not count
-        if bookmarks and time.monotonic() >= next_bookmark:
-            meta = {"resourceVersion": str(last), "creationTimestamp": None}
-            write(
-                _event(
-                    "BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
-                )
+            self.write(b"".join(out))
+        return bool(out)
+
+    def bookmark(self) -> None:
+        meta = {"resourceVersion": str(self.last), "creationTimestamp": None}
+        self.write(
+            _event(
+                "BOOKMARK",
+                {"kind": self.rt.kind, "apiVersion": self.rt.api_version, "metadata": meta},
             )
-            next_bookmark = time.monotonic() + bookmark_interval
+        )
 
 
 def _translate(ev: WatchEvent, matches: Callable[[JSON | None], bool]) -> tuple[str, JSON] | None:

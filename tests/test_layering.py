@@ -1,0 +1,117 @@
+"""No import cycle anywhere in cloudcoil_sync, and the packages import in one direction only.
+
+The graph is read from the source (``tests/source_graph.py``): every import counts, including
+those under ``TYPE_CHECKING`` and inside functions. Layers, top to bottom:
+application → controller, admission, crd → client; ``testing`` may import anything, but nothing
+in the product imports ``testing``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.source_graph import PACKAGE, cycles, import_graph, modules
+
+#: package → packages it must never import (directly, in any module).
+FORBIDDEN = {
+    "client": {"application", "controller", "admission", "crd", "testing"},
+    "controller": {"application", "testing"},
+    "admission": {"application", "testing"},
+    "crd": {"application", "testing"},
+    "application": {"testing"},
+}
+#: Modules outside the packages (helpers and ``_compat``) import no package of the product.
+PACKAGES = {"application", "controller", "admission", "crd", "client", "testing"}
+
+
+def package_of(module: str) -> str:
+    """``cloudcoil_sync.client._internal.rest`` → ``client``; the root → ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """``importer -> imported`` for every import that goes against the layer order."""
+    found = []
+    for importer, targets in sorted(graph.items()):
+        source = package_of(importer)
+        if importer == PACKAGE:
+            continue  # the root facade re-exports the everyday names of every package
+        forbidden = FORBIDDEN.get(source, PACKAGES if source not in PACKAGES else set())
+        for target in sorted(targets):
+            if package_of(target) in forbidden:
+                found.append(f"{importer} -> {target}")
+    return found
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    found = cycles(import_graph())
+    assert found == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_packages_import_only_downwards() -> None:
+    assert layer_violations(import_graph()) == []
+
+
+def test_every_kind_of_import_is_an_edge(tmp_path: Path) -> None:
+    """The graph sees what a reader sees: TYPE_CHECKING, function-level and relative imports,
+    and `from package import submodule`."""
+    root = tmp_path / PACKAGE
+    (root / "a").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a/__init__.py": "from . import b\n",
+        "a/b.py": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from cloudcoil_sync.a.c import C\n"
+        ),
+        "a/c.py": "def f():\n    from ..a.d import x\n",
+        "a/d.py": "import cloudcoil_sync.a.b\nimport json\n",
+    }
+    for name, text in files.items():
+        (root / name).write_text(text)
+    graph = import_graph(modules(root))
+    assert graph["cloudcoil_sync.a"] == {"cloudcoil_sync.a.b"}
+    assert graph["cloudcoil_sync.a.b"] == {"cloudcoil_sync.a.c"}
+    assert graph["cloudcoil_sync.a.c"] == {"cloudcoil_sync.a.d"}
+    assert graph["cloudcoil_sync.a.d"] == {"cloudcoil_sync.a.b"}
+    assert cycles(graph) == [["cloudcoil_sync.a.b", "cloudcoil_sync.a.c", "cloudcoil_sync.a.d"]]
+
+
+@pytest.mark.parametrize(
+    ("importer", "target", "wrong"),
+    [
+        ("cloudcoil_sync.client._internal.api", "cloudcoil_sync.controller._internal.store", True),
+        (
+            "cloudcoil_sync.controller._internal.worker",
+            "cloudcoil_sync.application._internal.cli",
+            True,
+        ),
+        (
+            "cloudcoil_sync.application._internal.certs_cli",
+            "cloudcoil_sync.testing._internal.tls",
+            True,
+        ),
+        ("cloudcoil_sync._internal.names", "cloudcoil_sync.client._internal.rest", True),
+        (
+            "cloudcoil_sync.testing._internal.emulator",
+            "cloudcoil_sync.application._internal.cli",
+            False,
+        ),
+        (
+            "cloudcoil_sync.application._internal.cli",
+            "cloudcoil_sync.controller._internal.leader",
+            False,
+        ),
+        (
+            "cloudcoil_sync.controller._internal.worker",
+            "cloudcoil_sync.client._internal.api",
+            False,
+        ),
+    ],
+)
+def test_layer_rules(importer: str, target: str, wrong: bool) -> None:
+    assert layer_violations({importer: {target}}) == ([f"{importer} -> {target}"] if wrong else [])
