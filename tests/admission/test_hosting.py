@@ -19,10 +19,10 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from cloudcoil_sync.admission._internal.server import WebhookHost
-from cloudcoil_sync.admission._internal.tls import load_server_context
+from cloudcoil_sync.admission._internal.tls import TLSFront, load_server_context
 
 from .certs import CertificateAuthority, ServingPair
-from .conftest import https, raw_connect
+from .conftest import echo_app, https, raw_connect
 
 Factory = Callable[..., WebhookHost]
 
@@ -508,3 +508,32 @@ def test_head_answers_carry_headers_but_no_body() -> None:
     assert closed == [True]
     get = endpoints({"REQUEST_METHOD": "GET", "PATH_INFO": "/healthz"}, start_response)
     assert list(get) == [b"ok\n"]
+
+
+def test_an_accept_loop_that_dies_is_reported_through_on_exit(
+    serving: ServingPair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(front: TLSFront) -> None:
+        raise OSError("listener broken")
+
+    monkeypatch.setattr(TLSFront, "_accept", broken)
+    host = WebhookHost(
+        echo_app,
+        certfile=str(serving.certfile),
+        keyfile=str(serving.keyfile),
+        host="127.0.0.1",
+        port=0,
+    )
+    exits: list[BaseException | None] = []
+    ended = threading.Event()
+
+    def on_exit(error: BaseException | None) -> None:
+        exits.append(error)
+        ended.set()
+
+    host.start(on_exit=on_exit)
+    assert ended.wait(10)
+    assert [str(e) for e in exits] == ["listener broken"]
+    assert not host.healthy() and not host.serving
+    assert host.stop(timeout=5)
+    assert len(exits) == 1

@@ -1,9 +1,12 @@
 import queue
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
+from cloudcoil_sync._internal.service import Service
 from cloudcoil_sync.client._internal.errors import ServerError, TransportError
 from cloudcoil_sync.controller._internal.informer import Informer, InformerFailed
 
@@ -285,6 +288,41 @@ def test_fatal_list_errors_surface_to_the_owner(
     assert not informer.running
     assert len(failures) == 1 and getattr(failures[0], "status_code", None) == code
     assert len(source.list_calls) == 1  # never retried
+
+
+def test_the_informer_is_a_service_reporting_its_end_through_on_exit(
+    source: FakeSource, informers: list[Informer]
+) -> None:
+    source.list_errors.append(http_error(403, "Forbidden"))
+    informer = make(source, informers, on_synced=lambda: synced.append(True))
+    synced: list[bool] = []
+    exits: list[BaseException | None] = []
+    ended = threading.Event()
+
+    def on_exit(error: BaseException | None) -> None:
+        exits.append(error)
+        ended.set()
+
+    assert isinstance(informer, Service) and informer.healthy()
+    informer.start(on_exit=on_exit)
+    assert ended.wait(5)
+    assert exits == [informer.error] and not informer.healthy() and synced == []
+    with pytest.raises(InformerFailed):
+        informer.wait_ready(1)
+
+
+def test_a_stopped_informer_does_not_call_on_exit_and_on_synced_fires_once(
+    source: FakeSource, informers: list[Informer]
+) -> None:
+    synced: list[bool] = []
+    exits: list[BaseException | None] = []
+    informer = make(source, informers, on_synced=lambda: synced.append(True))
+    informer.start(on_exit=exits.append)
+    assert informer.wait_ready(5) and informer.healthy()
+    informer.resync()  # a relist: not a first sync
+    assert wait_until(lambda: informer.list_count >= 2, timeout=5)
+    assert informer.stop(timeout=5)
+    assert exits == [] and synced == [True] and informer.healthy()
 
 
 def test_transient_list_errors_are_retried(source: FakeSource, informers: list[Informer]) -> None:

@@ -21,7 +21,8 @@ from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
 from cloudcoil_sync.controller._internal.queue import WorkQueue
 from cloudcoil_sync.controller._internal.status import set_condition, update_status
 from cloudcoil_sync.controller._internal.types import ResourceKey, Result, TerminalError, Wait
-from cloudcoil_sync.controller._internal.worker import PassRunner, WorkerPool
+from cloudcoil_sync.controller._internal.worker import PassRunner
+from cloudcoil_sync.controller._internal.worker_pool import WorkerPool
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.testing import Emulator
 

@@ -42,7 +42,7 @@ def registry() -> CollectorRegistry:
 def server(probes: Probes, registry: CollectorRegistry) -> Iterator[HealthServer]:
     server = HealthServer(port=0)
     server.read_timeout = 0.5
-    server.start(probes.health, probes.readiness, registry)
+    server.probe(probes.health, probes.readiness, registry).start()
     yield server
     server.stop()
 
@@ -98,7 +98,7 @@ def test_a_failing_probe_is_unhealthy(probes: Probes) -> None:
         raise RuntimeError("probe bug")
 
     server = HealthServer(port=0)
-    server.start(broken, broken)
+    server.probe(broken, broken).start()
     try:
         assert requests.get(url(server, "/healthz"), timeout=5).status_code == 503
         assert requests.get(url(server, "/readyz"), timeout=5).status_code == 503
@@ -121,7 +121,7 @@ def test_large_metrics_answers_are_sent_whole(probes: Probes) -> None:
     for n in range(5000):
         counter.labels(n=str(n)).inc()
     server = HealthServer(port=0)
-    server.start(probes.health, probes.readiness, registry)
+    server.probe(probes.health, probes.readiness, registry).start()
     try:
         text = requests.get(url(server, "/metrics"), timeout=5).text
         assert len(text) > 200_000 and 'wide_total{n="4999"} 1.0' in text
@@ -144,7 +144,7 @@ def test_unknown_path(server: HealthServer) -> None:
 def test_controllers_readyz_is_its_own_probe(probes: Probes) -> None:
     leading = {"now": False}
     server = HealthServer(port=0)
-    server.start(probes.health, lambda: True, controllers_ready=lambda: leading["now"])
+    server.probe(probes.health, lambda: True, controllers_ready=lambda: leading["now"]).start()
     try:
         assert requests.get(url(server, "/readyz"), timeout=5).status_code == 200
         assert requests.get(url(server, "/controllers/readyz"), timeout=5).status_code == 503
@@ -198,7 +198,7 @@ def _recv_or_reset(sock: socket.socket) -> bytes:
 def test_connections_beyond_the_limit_wait_for_a_free_one(probes: Probes) -> None:
     server = HealthServer(port=0)
     server.max_connections = 3
-    server.start(probes.health, probes.readiness)
+    server.probe(probes.health, probes.readiness).start()
     assert server.address is not None
     try:
         idle = [socket.create_connection(server.address, timeout=5) for _ in range(3)]
@@ -238,12 +238,12 @@ def test_bind_failure_names_the_address(probes: Probes) -> None:
         port = taken.getsockname()[1]
         server = HealthServer(port=port)
         with pytest.raises(HealthServerError, match=f"cannot listen on 127.0.0.1:{port}"):
-            server.start(probes.health, probes.readiness)
+            server.probe(probes.health, probes.readiness).start()
 
 
 def test_stop_joins_and_closes(probes: Probes) -> None:
     server = HealthServer(port=0)
-    server.start(probes.health, probes.readiness)
+    server.probe(probes.health, probes.readiness).start()
     address = server.address
     assert address is not None
     before = set(threading.enumerate())
@@ -258,4 +258,4 @@ def test_stop_joins_and_closes(probes: Probes) -> None:
     with pytest.raises(OSError):
         socket.create_connection(address, timeout=1).close()
     with pytest.raises(RuntimeError, match="only run once"):
-        server.start(probes.health, probes.readiness)
+        server.probe(probes.health, probes.readiness).start()

@@ -29,6 +29,7 @@ from .conftest import (
     lease,
     managed,
     released_lease,
+    wait_until,
     write_kubeconfig,
 )
 
@@ -65,11 +66,19 @@ def test_a_signal_stops_gracefully_and_handlers_are_restored(
     kube_emulator.create_object(configmap("cli"))
     app = settings_app(config=kube_config)
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    helper = when_ready(app, lambda: os.kill(os.getpid(), signum))
+    reconciled: list[bool] = []
+
+    def reconciled_then_signal() -> None:
+        # Ready means synced with workers running, not that the first pass has written:
+        # the signal waits for that write, or a stop could (rightly) refuse the pass.
+        reconciled.append(wait_until(lambda: managed(kube_emulator, "cli"), timeout=15))
+        os.kill(os.getpid(), signum)
+
+    helper = when_ready(app, reconciled_then_signal)
     build_cli(app).main(["run", "--log-format", "json", "--log-level", "debug"])
     helper.join(5)
     assert {s: signal.getsignal(s) for s in previous} == previous
-    assert managed(kube_emulator, "cli")
+    assert reconciled == [True] and managed(kube_emulator, "cli")
     assert not kube_config.transport.closed
 
 

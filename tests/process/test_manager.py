@@ -87,7 +87,7 @@ def test_shared_informer_metrics_and_run_once(kube_emulator: Emulator, kube_conf
     assert not manager.ready and not manager.healthy and manager.informer_count == 0
     running = ManagerThread(manager)
     try:
-        manager.wait_ready(timeout=15)
+        assert manager.wait_ready(timeout=15)
         assert manager.healthy and first.ready and second.ready
         assert manager.informer_count == 1  # same kind, namespace and selector: one informer
         kube_emulator.create_object(configmap("shared"))
@@ -132,7 +132,7 @@ def test_a_fatal_controller_error_stops_its_siblings(
     manager = Manager(sibling, failing, config=kube_config)
     running = ManagerThread(manager)
     try:
-        manager.wait_ready(timeout=15)
+        assert manager.wait_ready(timeout=15)
         sibling_runtime = sibling.runtime
         assert sibling_runtime is not None and sibling_runtime.ready
         kube_emulator.create_object(

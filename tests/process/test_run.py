@@ -166,8 +166,10 @@ def test_a_component_ending_by_itself_fails_the_run(
 
     monkeypatch.setattr(Manager, "run", returns_at_once)
     app = settings_app(config=kube_config)
+    stop = threading.Event()
     with pytest.raises(RuntimeError, match=r"^An operator component stopped unexpectedly$"):
-        app.run(stop=threading.Event())
+        app.run(stop=stop)
+    assert stop.is_set()  # the exit callback woke run() through its one stop event
     assert not app.healthy
     with pytest.raises(RuntimeError, match="An operator component stopped unexpectedly"):
         app.wait_ready(timeout=1)

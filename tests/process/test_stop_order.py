@@ -119,3 +119,27 @@ def test_a_warm_standby_that_never_leads_stops_its_informers(
     assert wait_until(lambda: kube_emulator.open_watches == 0, timeout=30)
     started = {t.name for t in threading.enumerate() if t.is_alive()} - before
     assert not [name for name in started if "informer" in name or "-worker-" in name], started
+
+
+def test_a_stop_while_the_leader_syncs_its_informers_ends_the_run_at_once(
+    kube_emulator: Emulator, kube_config: Config, running: StartApp
+) -> None:
+    """The sync wait is woken by the stop (no polling slice, no waiting out sync_timeout)."""
+    released_lease(kube_config)
+    kube_emulator.faults.inject(500, count=10_000, method="GET", path="/configmaps$")
+    election = fast_election()
+    app = settings_app(
+        config=kube_emulator.config(),
+        leader_election=election,
+        controller_options={"sync_timeout": 600},
+    )
+    run = running(app)
+    try:
+        assert wait_until(lambda: election.is_leader, timeout=30)
+        assert not app.manager.ready  # listing fails: the informers never sync
+        run.stop.set()
+        run.thread.join(60)  # far below sync_timeout: the stop woke the wait
+        assert not run.thread.is_alive() and run.error is None
+    finally:
+        kube_emulator.faults.clear()
+    assert lease(kube_emulator)["spec"]["holderIdentity"] == ""  # released

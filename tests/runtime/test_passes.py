@@ -13,6 +13,7 @@ from waiting import wait_until
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Controller, ResourceKey, Result, TerminalError, Wait
 from cloudcoil_sync.controller._internal.context import Request
+from cloudcoil_sync.controller._internal.runtime import ControllerRuntime
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import Calls, Harness
@@ -289,3 +290,48 @@ def test_stop_drains_in_flight_passes_and_joins_threads(
     harness.runtimes.clear()
     ours = [t for t in set(threading.enumerate()) - before if not t.name.startswith("emulator")]
     assert [t.name for t in ours if t.is_alive()] == []
+
+
+def test_stop_leaves_queued_keys_and_drain_processes_them(
+    kube_emulator: Emulator, kube_config: Config, harness: Harness
+) -> None:
+    def blocking(label: str) -> tuple[ControllerRuntime, list[str], threading.Event]:
+        seen: list[str] = []
+        started, release = threading.Event(), threading.Event()
+        controller: Controller[ConfigMap] = Controller(
+            ConfigMap, workers=1, label_selector=f"lane={label}"
+        )
+
+        @controller.reconcile()
+        def hold(cm: ConfigMap) -> None:
+            seen.append(cm.name or "")
+            started.set()
+            assert release.wait(10)
+
+        runtime = harness.run(controller, name=label)
+        for index in range(3):
+            kube_emulator.create_object(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": f"{label}-{index}", "labels": {"lane": label}},
+                }
+            )
+        assert started.wait(10)  # one pass in flight, the other keys queued behind it
+        assert wait_until(lambda: runtime.queue.pending == 2, timeout=10)
+        return runtime, seen, release
+
+    stopped, stopped_seen, stopped_release = blocking("stop")
+    drained, drained_seen, drained_release = blocking("drain")
+    results: list[bool] = []
+    stopper = threading.Thread(target=lambda: results.append(stopped.stop(timeout=10)))
+    drainer = threading.Thread(target=lambda: results.append(drained.drain(timeout=10)))
+    stopper.start()
+    drainer.start()
+    stopped_release.set()
+    drained_release.set()
+    stopper.join(15)
+    drainer.join(15)
+    assert results == [True, True]
+    assert len(stopped_seen) == 1  # the queued keys were left unstarted
+    assert sorted(drained_seen) == ["drain-0", "drain-1", "drain-2"]  # processed first

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Secret
 
+from cloudcoil_sync._internal.service import Service
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Controller, ResourceKey
 from cloudcoil_sync.controller._internal.context import Context
@@ -156,3 +157,21 @@ def test_a_controller_runs_once_and_reports_its_status(
     assert (status.ready, status.queued, status.processing, status.errors) == (True, 0, 0, 0)
     assert runtime.stop() and not runtime.ready
     assert runtime.stop()  # idempotent
+
+
+def test_the_runtime_and_its_workers_follow_the_service_contract(
+    kube_emulator: Emulator, kube_config: Config, harness: Harness
+) -> None:
+    calls = Calls()
+    runtime = harness.runtime(counting(calls, "svc"), name="svc")
+    assert isinstance(runtime, Service) and isinstance(runtime.workers, Service)
+    assert runtime.healthy() and not runtime.workers.healthy()  # workers not started yet
+    runtime.start()
+    assert runtime.wait_ready(10) and runtime.ready  # synced: its workers started
+    assert runtime.workers.healthy() and runtime.workers.wait_ready(0)
+    kube_emulator.create_object(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "q"}}
+    )
+    assert calls.wait(lambda: calls["svc:q"] >= 1)
+    assert runtime.stop(timeout=5) is True
+    assert not runtime.workers.healthy() and runtime.healthy()  # stopped, not failed

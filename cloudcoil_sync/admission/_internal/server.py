@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.admission._internal.channel import (
     LATE_ANSWER,
     NO_BODY_PATHS,
@@ -232,7 +233,19 @@ class WebhookHost:
         """True while the TLS front accepts connections."""
         return self.front is not None and self.front.accepting
 
-    def start(self) -> None:
+    @property
+    def name(self) -> str:
+        return "webhook server"
+
+    def healthy(self) -> bool:
+        return self.serving
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Serving: it is ready as soon as `start` returned (nothing to wait for)."""
+        return self.serving
+
+    def start(self, on_exit: ExitCallback | None = None) -> None:
+        """Bind and serve; `on_exit` is called if the accept loop ends without `stop`."""
         if self._started:
             raise RuntimeError("The webhook server can only be started once")
         self._started = True
@@ -251,17 +264,19 @@ class WebhookHost:
         front = TLSFront(
             self.certificates, http.serve, host=self.host, port=self.port, limits=self.limits
         )
-        front.start()  # OSError when the port is taken: nothing was started
+        front.start(on_exit)  # OSError when the port is taken: nothing was started
         self.front = front
         self.watchdog.start()
         self.turns.start()
         http.effective_port = front.address[1]
         log.info("Serving admission webhooks on https://%s:%d", *self.address)
 
-    def stop(self, timeout: float = 10.0) -> bool:
-        """Stop accepting, let in-flight requests finish within `timeout`; True if joined."""
+    def stop(self, timeout: float | None = 10.0) -> bool:
+        """Stop accepting, let in-flight requests finish within `timeout` (None: 10 s, the
+        bound open connections need one); True if every thread joined."""
         if self.front is None:
             return True
+        timeout = 10.0 if timeout is None else timeout
         deadline = time.monotonic() + timeout
         joined = self.front.stop(timeout=timeout)  # turns still pass on while it drains
         joined = self.turns.stop(max(0.1, deadline - time.monotonic())) and joined

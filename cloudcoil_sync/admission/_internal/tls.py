@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.admission._internal.connections import Connection, ConnectionTable, Phase
 from cloudcoil_sync.admission._internal.limits import ConnectionLimits
 
@@ -160,8 +161,11 @@ class TLSFront:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Bind and start accepting; OSError if the address cannot be bound."""
+    def start(self, on_exit: ExitCallback | None = None) -> None:
+        """Bind and start accepting; OSError if the address cannot be bound.
+
+        `on_exit` is called if the accept loop ends without `stop` (with its error).
+        """
         if self._accept_thread is not None:
             raise RuntimeError("The webhook TLS front can only be started once")
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -175,7 +179,7 @@ class TLSFront:
         self._listener = listener
         self._wake_r, self._wake_w = os.pipe()
         self._accept_thread = threading.Thread(
-            target=self._accept_loop, name="webhook-tls-accept", daemon=True
+            target=self._accept_loop, args=(on_exit,), name="webhook-tls-accept", daemon=True
         )
         self._accept_thread.start()
 
@@ -236,7 +240,17 @@ class TLSFront:
 
     # -- accepting -------------------------------------------------------------------------
 
-    def _accept_loop(self) -> None:
+    def _accept_loop(self, on_exit: ExitCallback | None) -> None:
+        error: BaseException | None = None
+        try:
+            self._accept()
+        except Exception as failure:  # the owner learns it through on_exit
+            log.error("Webhook TLS accept loop failed: %s", failure)
+            error = failure
+        if on_exit is not None and not self._stopping.is_set():
+            on_exit(error)
+
+    def _accept(self) -> None:
         listener = self._listener
         assert listener is not None
         try:

@@ -105,7 +105,6 @@ class Application:
         self.admission_registry = ScopedAdmission(self._check_registration, admission)
         self._frozen = False
         self._run_state: RunState | None = None  # the one run's, from its start
-        self._run_lock = threading.Lock()
         for controller in controllers:
             self.include(controller)
 
@@ -348,15 +347,16 @@ class Application:
 
     def run(self, *, stop: threading.Event | None = None) -> None:
         """Serve admission and run controllers until `stop` is set (no signal handlers)."""
-        from cloudcoil_sync.application._internal.runtime import RunState, run
+        from cloudcoil_sync.application._internal.runtime import ATTACHED, RunState, run
 
         if self._run_state is not None:
             raise RuntimeError("Application instances can only run once")
         self.validate_definition(freeze=True)
-        with self._run_lock:
+        with ATTACHED:
             if self._run_state is not None:
                 raise RuntimeError("Application instances can only run once")
             self._run_state = state = RunState()
+            ATTACHED.notify_all()  # a wait_ready called before run
         run(self, state, stop=stop)
 
     def _state(self) -> RunState:

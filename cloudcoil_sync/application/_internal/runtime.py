@@ -4,6 +4,11 @@ Start-up: validate and freeze the definition, load the Config (unless one was su
 enter the process lifespan, start the webhook host (every replica) and the Manager thread
 (controllers; leader election inside). `run` then waits for `stop` or for a component to end.
 
+The webhook host and the manager are the members of one `ServiceGroup`, started in that
+order and stopped in reverse. `run` waits on its `stop` event alone: a component that ends on
+its own sets it through its exit callback (so `stop` is set after a failure too), nothing
+polls.
+
 Shutdown order: readiness cleared → no pass starts (the manager reads `stop` itself at each
 pass start) → in-flight passes finish within shutdown_timeout or are abandoned, their writes
 fenced (`controller.term`) → informers stopped → Lease released → webhook host stopped →
@@ -20,6 +25,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup, await_ready
 from cloudcoil_sync.controller._internal.manager import Manager
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
 
@@ -32,14 +38,16 @@ if TYPE_CHECKING:
     from cloudcoil_sync.controller._internal.health import HealthServer
     from cloudcoil_sync.controller._internal.leader import LeaderElection
 
-__all__ = ["IDLE", "RunState", "RunnableApp", "run", "wait_ready"]
+__all__ = ["ATTACHED", "IDLE", "RunState", "RunnableApp", "run", "wait_ready"]
 
 log = logging.getLogger("cloudcoil_sync.application")
 
-_TICK = 0.05
 _UNEXPECTED = "An operator component stopped unexpectedly"
 # Beyond the controllers' shutdown_timeout: informer stop, lifespan cleanup, Lease release.
 _MANAGER_STOP_MARGIN = 40.0
+#: Held while an application attaches its run state, and notified after (so that a
+#: `wait_ready` called before `run` wakes when the run begins).
+ATTACHED = threading.Condition()
 
 
 class RunnableApp(Protocol):
@@ -75,6 +83,10 @@ class RunState:
                 setattr(self, name, value)
             self.changed.notify_all()
 
+    def touch(self) -> None:
+        """Something `ready`/`healthy` read changed (the manager's listener)."""
+        self.set()
+
     @property
     def healthy(self) -> bool:
         serving = self.serving
@@ -107,19 +119,19 @@ def wait_ready(current: Callable[[], RunState], timeout: float = 30) -> None:
     May be called before `run` starts (from another thread); TimeoutError after `timeout`.
     """
     give_up = time.monotonic() + timeout
-    while True:
-        state = current()
-        if state.ready:
-            return
-        if state.failure is not None:
-            raise state.failure
-        if state.finished:
-            raise RuntimeError("Application stopped before becoming ready")
-        remaining = give_up - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"Application did not become ready within {timeout:g}s")
-        with state.changed:
-            state.changed.wait(min(_TICK, remaining))
+    with ATTACHED:
+        ATTACHED.wait_for(lambda: current() is not IDLE, timeout)
+    state = current()
+    if state is not IDLE and await_ready(
+        state.changed,
+        lambda: state.ready,
+        failure=lambda: state.failure,
+        finished=lambda: state.finished,
+        what="Application",
+        timeout=max(0.0, give_up - time.monotonic()),
+    ):
+        return
+    raise TimeoutError(f"Application did not become ready within {timeout:g}s")
 
 
 def run(app: RunnableApp, state: RunState, stop: threading.Event | None = None) -> None:
@@ -154,6 +166,46 @@ def _config(app: RunnableApp, stack: ExitStack) -> Config:
     return config
 
 
+class _ManagerService:
+    """The manager's `run` on a thread of its own, as a `Service` of the application."""
+
+    name = "controller manager"
+
+    def __init__(self, manager: Manager, also_stop: threading.Event) -> None:
+        self.manager = manager
+        self._also_stop = also_stop
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def start(self, on_exit: ExitCallback | None = None) -> None:
+        def target() -> None:
+            try:
+                self.manager.run(self._stop, also_stop=(self._also_stop,))
+            except BaseException as error:
+                self.error = error
+            if on_exit is not None and not self._stop.is_set():
+                on_exit(self.error)
+
+        self._thread = threading.Thread(target=target, name="cloudcoil-manager")
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        self._stop.set()
+        self.manager.stop(timeout=0)  # wakes a wait on informers' first list
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        return self.manager.wait_ready(timeout)
+
+    def healthy(self) -> bool:
+        return self.manager.healthy
+
+
 class _Components:
     """The webhook host and the manager thread of one run, started and stopped in order."""
 
@@ -165,10 +217,8 @@ class _Components:
         self.state = state
         self.stop = stop
         self.metrics = OperatorMetrics()
-        self.component_stop = threading.Event()
-        self.wake = threading.Event()
-        self.manager_error: BaseException | None = None
-        self.manager_thread: threading.Thread | None = None
+        self.group = ServiceGroup(f"operator {app.name}", stop_event=stop)
+        self.manager: _ManagerService | None = None
         self.host: Any = None
         self.admission: Any = None
         election = app.leader_election
@@ -182,9 +232,14 @@ class _Components:
                 self.state.set(running=True)
                 self._build_manager()
                 if app.webhook is not None:
-                    self._start_webhook()
-                if self.state.manager is not None:
-                    self._start_manager()
+                    self._add_webhook()
+                if self.manager is not None:
+                    limit = max(c.shutdown_timeout for c in app.controllers)
+                    self.group.add(self.manager, stop_timeout=limit + _MANAGER_STOP_MARGIN)
+                self.group.start()
+                if self.host is not None:
+                    host = self.host
+                    self.state.set(serving=lambda: host.serving)
                 self.state.set(started=True)
                 log.info("Operator %s is running", app.name)
                 self._wait()
@@ -213,9 +268,11 @@ class _Components:
             leader_lifespan=leader,
             metrics=self.metrics,
         )
+        manager.subscribe(self.state.touch)
+        self.manager = _ManagerService(manager, self.stop)
         self.state.set(manager=manager)
 
-    def _start_webhook(self) -> None:
+    def _add_webhook(self) -> None:
         from cloudcoil_sync.admission._internal.metrics import InstrumentedAdmission
         from cloudcoil_sync.admission._internal.metrics_access import MetricsAccess
         from cloudcoil_sync.admission._internal.server import WebhookHost
@@ -223,12 +280,12 @@ class _Components:
 
         app, state = self.app, self.state
         webhook = app.webhook
-        assert webhook is not None  # started only for an application with a webhook server
+        assert webhook is not None  # added only for an application with a webhook server
         manager = state.manager
         cache = None if manager is None else manager.cached
         self.admission = AdmissionWebhook(app.admission_routes(self.config), cache=cache)
         self.metrics.registry.register(self.admission.slots)  # per-route saturation
-        host = WebhookHost.from_settings(
+        self.host = WebhookHost.from_settings(
             InstrumentedAdmission(self.admission, self.admission.routes, self.metrics),
             webhook,
             healthy=lambda: state.healthy,
@@ -238,64 +295,34 @@ class _Components:
             max_request_body_size=self.admission.max_body_bytes,
             metrics_access=MetricsAccess(self.config).decide if webhook.secure_metrics else None,
         )
-        self.host = host
-        host.start()
-        state.set(serving=lambda: host.serving)
-
-    def _start_manager(self) -> None:
-        manager = self.state.manager
-        assert manager is not None
-
-        def target() -> None:
-            try:
-                manager.run(self.component_stop, also_stop=(self.stop,))
-            except BaseException as error:
-                self.manager_error = error
-            finally:
-                self.wake.set()
-
-        self.manager_thread = threading.Thread(target=target, name="cloudcoil-manager")
-        self.manager_thread.start()
+        timeout = float(webhook.shutdown_timeout)
+        self.group.add(self.host, stop_timeout=timeout)
 
     def _wait(self) -> None:
-        """Until stop, or until a component ends by itself (a failure)."""
-        while not self.stop.is_set():
-            thread, host = self.manager_thread, self.host
-            if thread is not None and not thread.is_alive():
-                break
-            if host is not None and not host.serving:
-                break
-            self.wake.wait(_TICK)
-        if self.stop.is_set():
+        """Until stop, or until a component ends by itself (a failure): one event, both."""
+        self.group.wait()
+        if self.group.exited is None:
             log.info("Stopping operator %s", self.app.name)
             return
-        if self.manager_error is not None:
-            raise self.manager_error
+        if self.group.exit_error is not None:
+            raise self.group.exit_error
         raise RuntimeError(_UNEXPECTED)
 
     def _shutdown(self, errors: list[BaseException]) -> None:
         self.state.set(started=False)
-        self.component_stop.set()
-        thread = self.manager_thread
-        if thread is not None:
+        try:
+            self.group.stop()
+        finally:
+            self.state.set(serving=None)
+        manager = self.manager
+        if manager is not None and manager.name in self.group.late:
             limit = max(c.shutdown_timeout for c in self.app.controllers) + _MANAGER_STOP_MARGIN
-            thread.join(limit)
-            if thread.is_alive():
-                errors.append(
-                    RuntimeError(f"The controller manager did not stop within {limit:g}s")
-                )
-            error = self.manager_error
+            errors.append(RuntimeError(f"The controller manager did not stop within {limit:g}s"))
+        if self.host is not None and self.host.name in self.group.late:
+            log.warning("Admission requests still running after the webhook's shutdown_timeout")
+        for error in (*([manager.error] if manager is not None else []), *self.group.stop_errors):
             if error is not None and all(error is not seen for seen in errors):
                 errors.append(error)
-        if self.host is not None:
-            timeout = float(getattr(self.app.webhook, "shutdown_timeout", 10.0))
-            try:
-                if not self.host.stop(timeout=timeout):
-                    log.warning("Admission requests still running after %gs", timeout)
-            except Exception as error:
-                errors.append(error)
-            finally:
-                self.state.set(serving=None)
         if self.admission is not None:
             self.admission.close()
 

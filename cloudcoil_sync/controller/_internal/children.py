@@ -98,6 +98,28 @@ def ensure_child(request: Pass, desired: U) -> U:
         raise TerminalError("Cannot ensure children while the parent is being deleted")
     if not isinstance(desired, Resource):
         raise TypeError("ensure expects a Resource model")
+    body = _child_body(desired)
+    kind = type(desired)
+    api = request.config.client(kind)
+    name, namespace = _place(body["metadata"], metadata, kind, namespaced=api.mapping.namespaced)
+    request.ensured.add((kind, namespace, name))
+    raw = api.raw
+    try:
+        live = raw.get(name, namespace=namespace)
+    except NotFound:
+        body["metadata"]["ownerReferences"] = [controller_reference(parent)]
+        created: U = kind.model_validate(raw.create(body, namespace=namespace))
+        return created
+    if not _controlled_by(live, metadata.uid):
+        raise TerminalError(f"Refusing to adopt unrelated {kind.__name__} {name}")
+    if (live.get("metadata") or {}).get("deletionTimestamp"):
+        raise RuntimeError(f"{kind.__name__} {name} is being deleted; ensuring it again later")
+    updated: U = kind.model_validate(_update(raw, live, body, name=name, namespace=namespace))
+    return updated
+
+
+def _child_body(desired: Resource) -> JSON:
+    """The desired child as JSON, without the fields `ensure` manages (refused if set)."""
     body: JSON = desired.model_dump(mode="json", by_alias=True, exclude_unset=True)
     body.setdefault("apiVersion", desired.api_version)
     body.setdefault("kind", desired.kind)
@@ -110,11 +132,16 @@ def ensure_child(request: Pass, desired: U) -> U:
     for name in (*_FORBIDDEN, "managedFields"):
         child_meta.pop(name, None)
     body.pop("status", None)
-    kind = type(desired)
-    api = request.config.client(kind)
-    namespaced = api.mapping.namespaced
-    parent_namespace = metadata.namespace
-    name = child_meta.get("name") or metadata.name
+    body["metadata"] = child_meta
+    return body
+
+
+def _place(
+    child_meta: JSON, parent: Any, kind: type[Resource], *, namespaced: bool
+) -> tuple[str, str | None]:
+    """The child's name (default: the parent's) and namespace (the parent's), checked."""
+    parent_namespace = parent.namespace
+    name = child_meta.get("name") or parent.name
     namespace = (child_meta.get("namespace") or parent_namespace) if namespaced else None
     if namespaced and parent_namespace and namespace != parent_namespace:
         raise ValueError("A namespaced parent cannot own children in another namespace")
@@ -125,25 +152,15 @@ def ensure_child(request: Pass, desired: U) -> U:
     child_meta["name"] = name
     if namespace:
         child_meta["namespace"] = namespace
-    body["metadata"] = child_meta
-    request.ensured.add((kind, namespace, name))
-    raw = api.raw
-    try:
-        live = raw.get(name, namespace=namespace)
-    except NotFound:
-        child_meta["ownerReferences"] = [controller_reference(parent)]
-        created: U = kind.model_validate(raw.create(body, namespace=namespace))
-        return created
-    live_meta = live.get("metadata") or {}
-    if not _controlled_by(live, metadata.uid):
-        raise TerminalError(f"Refusing to adopt unrelated {kind.__name__} {name}")
-    if live_meta.get("deletionTimestamp"):
-        raise RuntimeError(f"{kind.__name__} {name} is being deleted; ensuring it again later")
-    merged = _merge(live, body)
-    operations = json_diff(live, merged)
+    return name, namespace
+
+
+def _update(raw: Any, live: JSON, body: JSON, *, name: str, namespace: str | None) -> JSON:
+    """Patch `live` towards `body`, guarded by its uid and resourceVersion (or keep it)."""
+    operations = json_diff(live, _merge(live, body))
     if not operations:
-        unchanged: U = kind.model_validate(live)
-        return unchanged
+        return live
+    live_meta = live.get("metadata") or {}
     guards = [
         {"op": "test", "path": "/metadata/uid", "value": live_meta.get("uid")},
         {
@@ -152,7 +169,7 @@ def ensure_child(request: Pass, desired: U) -> U:
             "value": live_meta.get("resourceVersion"),
         },
     ]
-    patched: U = kind.model_validate(raw.json_patch(name, guards + operations, namespace=namespace))
+    patched: JSON = raw.json_patch(name, guards + operations, namespace=namespace)
     return patched
 
 

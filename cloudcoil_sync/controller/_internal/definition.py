@@ -81,6 +81,35 @@ def _positive(setting: str, value: float | None) -> None:
         raise ValueError(f"{setting} must be finite and positive")
 
 
+def _status_updates(explicit: bool | None, reconcile: object, report_status: bool) -> bool:
+    """Whether status-only updates wake the controller: not when it reports status itself."""
+    if explicit is not None:
+        return explicit
+    return not (isinstance(reconcile, Stages | Cases) or (reconcile is None and report_status))
+
+
+def _check_types(
+    resource: object,
+    reconcile: object,
+    label_selector: object,
+    events: object,
+    status_updates: object,
+) -> None:
+    if not isinstance(resource, type) or not issubclass(resource, Resource):
+        raise TypeError("Controller resource must be a Resource class")
+    if label_selector is not None and not isinstance(label_selector, str):
+        raise TypeError("label_selector must be a string")
+    if not isinstance(events, bool):
+        from cloudcoil_sync.controller._internal.events import EventRecorder
+
+        if not isinstance(events, EventRecorder):
+            raise TypeError("events must be a bool or EventRecorder")
+    if status_updates is not None and not isinstance(status_updates, bool):
+        raise TypeError("status_updates must be a bool")
+    if reconcile is not None and not isinstance(reconcile, Stages | Cases):
+        require_sync(reconcile, "reconcilers")
+
+
 def _check_settings(
     *,
     name: str | None,
@@ -138,8 +167,7 @@ class Controller(Generic[T]):
         event_flush_timeout: float = 2,
     ) -> None:
         install_for_script()
-        if not isinstance(resource, type) or not issubclass(resource, Resource):
-            raise TypeError("Controller resource must be a Resource class")
+        _check_types(resource, reconcile, label_selector, events, status_updates)
         _check_settings(
             name=name,
             namespace=namespace,
@@ -153,17 +181,6 @@ class Controller(Generic[T]):
                 "event_flush_timeout": event_flush_timeout,
             },
         )
-        if label_selector is not None and not isinstance(label_selector, str):
-            raise TypeError("label_selector must be a string")
-        if not isinstance(events, bool):
-            from cloudcoil_sync.controller._internal.events import EventRecorder
-
-            if not isinstance(events, EventRecorder):
-                raise TypeError("events must be a bool or EventRecorder")
-        if status_updates is not None and not isinstance(status_updates, bool):
-            raise TypeError("status_updates must be a bool")
-        if reconcile is not None and not isinstance(reconcile, Stages | Cases):
-            require_sync(reconcile, "reconcilers")
         self.resource = resource
         self.name = name
         self.reconciler = reconcile
@@ -180,13 +197,7 @@ class Controller(Generic[T]):
         self.events = events
         self.registry: Registry[T] = Registry(resource, report_status)
         self.report_status = self.registry.report_status
-        self.status_updates = (
-            status_updates
-            if status_updates is not None
-            else not (
-                isinstance(reconcile, Stages | Cases) or (reconcile is None and self.report_status)
-            )
-        )
+        self.status_updates = _status_updates(status_updates, reconcile, self.report_status)
         self.admission = ScopedAdmission(self.registry.check)
         self.owned: tuple[Owned, ...] = ()
         self.watches: tuple[Watched, ...] = ()

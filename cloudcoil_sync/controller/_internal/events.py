@@ -16,13 +16,14 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync.client._internal.errors import ClientError
+from cloudcoil_sync.controller._internal.context import QueuedEvent
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -80,6 +81,27 @@ class EventRecorder:
     def bind(self, config: Config) -> None:
         """Use `config` when `emit` is not given one."""
         self.config = config
+
+    def flush(
+        self,
+        regarding: Resource,
+        events: Sequence[QueuedEvent],
+        *,
+        timeout: float,
+        key: object,
+    ) -> None:
+        """Emit a pass's queued Events in order within `timeout`; the rest are dropped."""
+        give_up = time.monotonic() + timeout
+        for event in events:
+            if time.monotonic() >= give_up:
+                logger.warning("Dropping Events for %s: event_flush_timeout reached", key)
+                return
+            try:
+                self.emit(
+                    regarding, event.reason, event.message, type=event.type, action=event.action
+                )
+            except Exception as error:
+                logger.warning("Could not record Event %s for %s: %s", event.reason, key, error)
 
     def emit(
         self,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, generate_latest
 
 from cloudcoil_sync._internal.script_errors import install_for_script
+from cloudcoil_sync._internal.service import ExitCallback
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -79,26 +80,39 @@ class HealthServer:
         """The bound (host, port), including a port chosen for port=0; None unless serving."""
         return self._address
 
-    def start(
+    @property
+    def name(self) -> str:
+        return "health server"
+
+    def probe(
         self,
         health: Probe,
         ready: Probe,
         registry: CollectorRegistry | None = None,
         *,
         controllers_ready: Probe | None = None,
-    ) -> None:
-        """Bind (failure raises HealthServerError naming host:port) and serve on a thread."""
-        import waitress
-
-        if self._used:
-            raise RuntimeError("HealthServer instances can only run once")
-        self._used = True
+    ) -> HealthServer:
+        """Set what /healthz, /readyz, /controllers/readyz and /metrics answer (before `start`)."""
         self._probes = {
             "/healthz": health,
             "/readyz": ready,
             "/controllers/readyz": controllers_ready or _never,
         }
         self._registry = registry
+        return self
+
+    def start(self, on_exit: ExitCallback | None = None) -> None:
+        """Bind (failure raises HealthServerError naming host:port) and serve on a thread.
+
+        `on_exit` is called if the serving loop ends without `stop` (with its error).
+        """
+        import waitress
+
+        if self._used:
+            raise RuntimeError("HealthServer instances can only run once")
+        if not self._probes:
+            raise RuntimeError("Set the health server's probes (probe(...)) before start()")
+        self._used = True
         listener = self._bind()
         host, port = listener.getsockname()[:2]
         self._server = waitress.create_server(
@@ -119,18 +133,41 @@ class HealthServer:
         )
         self._address = (host, port)
         self._thread = threading.Thread(
-            target=self._server.run, name=f"cloudcoil-health-{port}", daemon=True
+            target=self._serve, args=(on_exit,), name=f"cloudcoil-health-{port}", daemon=True
         )
         self._thread.start()
         logger.info("Health server listening on http://%s:%d", host, port)
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def _serve(self, on_exit: ExitCallback | None) -> None:
+        error: BaseException | None = None
+        try:
+            self._server.run()
+        except BaseException as failure:
+            error = failure
+            raise
+        finally:
+            if on_exit is not None and self._address is not None:  # not stopped
+                on_exit(error)
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Listening: ready as soon as `start` returned (nothing to wait for)."""
+        return self.healthy()
+
+    def healthy(self) -> bool:
+        thread = self._thread
+        return self._address is not None and thread is not None and thread.is_alive()
+
+    def stop(self, timeout: float | None = 5.0) -> bool:
         """Stop serving: close the listener, let requests in flight finish (open connections
-        are closed after a second), join the loop and task threads."""
+        are closed after a second), join the loop and task threads; True once they ended.
+
+        ``None`` waits 5 s (waitress's task threads are joined within a bound).
+        """
         server, thread = self._server, self._thread
         self._address = None
         if server is None or thread is None:
-            return
+            return True
+        timeout = 5.0 if timeout is None else timeout
         deadline = time.monotonic() + timeout
         server.close()  # the listener; the loop ends once no connection is left
         thread.join(min(1.0, timeout))
@@ -140,6 +177,8 @@ class HealthServer:
         server.task_dispatcher.shutdown(timeout=max(0.1, deadline - time.monotonic()))
         if thread.is_alive():
             logger.warning("Health server thread did not stop within %.1f s", timeout)
+            return False
+        return True
 
     def _bind(self) -> socket.socket:
         where = f"{self.host}:{self.port}"

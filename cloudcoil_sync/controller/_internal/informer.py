@@ -19,11 +19,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from cloudcoil_sync.client._internal.api import ResourceClient
+from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.client._internal.errors import APIError, Expired, api_error
-from cloudcoil_sync.client._internal.watch import Watch
+from cloudcoil_sync.controller._internal.listwatch import ClientListWatch, ListWatch, WatchStream
 from cloudcoil_sync.controller._internal.store import JSON, IndexFunc, Store, decode, object_key
 
 __all__ = [
@@ -47,28 +47,6 @@ DEFAULT_WATCH_TIMEOUT = 300
 FATAL_STATUS = frozenset({400, 401, 403, 404, 405, 406, 415, 422})
 
 logger = logging.getLogger("cloudcoil_sync.controller.informer")
-
-
-class WatchStream(Protocol):
-    """An open watch: iterates `(type, object)` pairs; `close()` may come from any thread."""
-
-    def __iter__(self) -> Iterator[tuple[str, JSON]]: ...
-
-    def close(self) -> None: ...
-
-
-class ListWatch(Protocol):
-    """What an informer needs from the API client for one kind and scope (raw JSON)."""
-
-    def pages(self, *, limit: int) -> Iterator[tuple[list[JSON], str]]:
-        """Every object, a page (of up to `limit`, following `continue`) at a time, with
-        the list's resourceVersion."""
-        ...
-
-    def watch(self, *, resource_version: str, timeout_seconds: int) -> WatchStream:
-        """A watch from `resource_version` with bookmarks, ended by the server after
-        `timeout_seconds`."""
-        ...
 
 
 class _Stopped(Exception):
@@ -109,6 +87,7 @@ class Informer:
         indexers: Mapping[str, IndexFunc] | None = None,
         strip_managed_fields: bool = True,
         on_failure: Callable[[BaseException], None] | None = None,
+        on_synced: Callable[[], None] | None = None,
         min_backoff: float = 0.8,
         max_backoff: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
@@ -125,6 +104,8 @@ class Informer:
         self._watch_timeout = watch_timeout
         self._strip_managed_fields = strip_managed_fields
         self._on_failure = on_failure
+        self._on_synced = on_synced  # an owner waiting on its own condition is told
+        self._on_exit: ExitCallback | None = None
         self._min_backoff = min_backoff
         self._max_backoff = max_backoff
         self._clock = clock
@@ -154,14 +135,24 @@ class Informer:
             raise RuntimeError("Register informer handlers before starting it")
         self._handlers.append(_Handler(on_add, on_update, on_delete))
 
-    def start(self) -> None:
+    def start(self, on_exit: ExitCallback | None = None) -> None:
+        """Start the list/watch thread; `on_exit` is called if it ends without `stop` (a
+        fatal error), after `on_failure`."""
         with self._lock:
             if self._thread is not None:
                 raise RuntimeError("An informer can only be started once")
+            self._on_exit = on_exit
             self._thread = threading.Thread(
                 target=self._run, name=f"informer-{self.name}", daemon=True
             )
         self._thread.start()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """As `wait_synced`: ready once the first list completed."""
+        return self.wait_synced(timeout)
+
+    def healthy(self) -> bool:
+        return self._error is None and not (self._finished and not self._stop.is_set())
 
     def stop(self, timeout: float | None = 10.0) -> bool:
         """Stop the thread (closing an open watch at once); True once it has ended."""
@@ -250,6 +241,8 @@ class Informer:
             with self._state:
                 self._finished = True
                 self._state.notify_all()
+            if self._on_exit is not None and not self._stop.is_set():
+                self._on_exit(self._error)
 
     def _loop(self) -> None:
         failures = 0
@@ -338,8 +331,10 @@ class Informer:
         for data in old.values():
             self._notify_delete(decode(data))
         with self._state:
-            self._synced = True
+            first, self._synced = not self._synced, True
             self._state.notify_all()
+        if first and self._on_synced is not None:
+            self._on_synced()
 
     def _watch_once(self, remaining: float) -> bool:
         """Watch until the stream ends; True if it delivered anything (healthy)."""
@@ -449,57 +444,3 @@ def _close_quietly(stream: WatchStream) -> None:
         stream.close()
     except Exception:
         logger.debug("Closing a watch stream failed", exc_info=True)
-
-
-class _ClientStream:
-    """A client `Watch` seen as `(type, object)` pairs."""
-
-    def __init__(self, watch: Watch) -> None:
-        self._watch = watch
-
-    def __iter__(self) -> Iterator[tuple[str, JSON]]:
-        for event in self._watch:
-            yield event.type, event.object
-
-    def close(self) -> None:
-        self._watch.close()
-
-
-class ClientListWatch:
-    """`ListWatch` over the project's client for one kind, scope and selectors."""
-
-    def __init__(
-        self,
-        client: ResourceClient[Any],
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> None:
-        self._client = client.raw
-        self._namespace = namespace
-        self._all = namespace is None
-        self._label_selector = label_selector
-        self._field_selector = field_selector
-
-    def pages(self, *, limit: int) -> Iterator[tuple[list[JSON], str]]:
-        for page in self._client.pages(
-            namespace=self._namespace,
-            all_namespaces=self._all,
-            label_selector=self._label_selector,
-            field_selector=self._field_selector,
-            limit=limit,
-        ):
-            yield page.items, page.resource_version
-
-    def watch(self, *, resource_version: str, timeout_seconds: int) -> WatchStream:
-        watch = self._client.watch(
-            namespace=self._namespace,
-            all_namespaces=self._all,
-            label_selector=self._label_selector,
-            field_selector=self._field_selector,
-            resource_version=resource_version,
-            timeout_seconds=timeout_seconds,
-            allow_bookmarks=True,
-        )
-        return _ClientStream(watch)

@@ -25,21 +25,22 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
+from cloudcoil_sync._internal.service import ServiceGroup, await_ready
 from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.health import HealthServer
 from cloudcoil_sync.controller._internal.informer import Informer, InformerFailed
+from cloudcoil_sync.controller._internal.informer_pool import InformerPool
 from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
-from cloudcoil_sync.controller._internal.runtime import ControllerRuntime, InformerPool, SyncTimeout
-from cloudcoil_sync.controller._internal.term import Term
+from cloudcoil_sync.controller._internal.runtime import ControllerRuntime, SyncTimeout
+from cloudcoil_sync.controller._internal.term import Passes, Term
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -48,8 +49,6 @@ __all__ = ["Manager"]
 
 log = logging.getLogger("cloudcoil_sync.manager")
 
-# How often waits re-check a caller's stop event (it cannot wake us).
-_TICK = 0.05
 # Extra time, beyond the controllers' shutdown_timeout, leader work may take to stop.
 _STOP_MARGIN = 20.0
 _POOL_STOP_TIMEOUT = 10.0
@@ -112,11 +111,13 @@ class Manager:
         self._failure: BaseException | None = None
         self._fatal: BaseException | None = None
         self._stopping = False
-        self._wake = threading.Event()
+        self._waiting: threading.Event | None = None  # what the running term waits on
+        self._listeners: list[Callable[[], None]] = []
         self._pools: dict[int, InformerPool] = {}
         self._runtimes: list[ControllerRuntime] = []
         self._stops: tuple[threading.Event, ...] = ()
         self._term: Term | None = None
+        self._work: ServiceGroup | None = None  # the term's informers and passes
 
     # -- state --------------------------------------------------------------------------------
 
@@ -185,22 +186,36 @@ class Manager:
         """Prometheus text exposition of this manager's registry."""
         return self._metrics.render().decode()
 
-    def wait_ready(self, timeout: float = 30) -> None:
-        """Block until ready; raise the failure, or RuntimeError if it stopped first.
+    def wait_ready(self, timeout: float | None = 30) -> bool:
+        """Block until ready (True); False after `timeout` seconds. Raises the failure, or
+        RuntimeError if it stopped first."""
+        return await_ready(
+            self._lock,
+            lambda: self.ready,
+            failure=lambda: self._failure,
+            finished=lambda: self._finished,
+            what="Manager",
+            timeout=timeout,
+        )
 
-        TimeoutError after `timeout` seconds.
-        """
-        give_up = time.monotonic() + timeout
-        while not self.ready:
-            if self._failure is not None:
-                raise self._failure
-            if self._finished:
-                raise RuntimeError("Manager stopped before becoming ready")
-            remaining = give_up - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"Manager did not become ready within {timeout:g}s")
-            with self._lock:
-                self._lock.wait(min(_TICK, remaining))
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (quick, from any thread) whenever readiness or health may change."""
+        self._listeners.append(listener)
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Ask a running `run` to stop (as setting its stop event does); True once it returned
+        within `timeout`. Before `run` this does nothing and returns True."""
+        with self._lock:
+            if self._stops:
+                self._stops[0].set()
+            self._lock.notify_all()
+            return self._lock.wait_for(lambda: self._finished or not self._used, timeout)
+
+    def _notify(self) -> None:
+        with self._lock:
+            self._lock.notify_all()
+        for listener in list(self._listeners):
+            listener()
 
     # -- run ----------------------------------------------------------------------------------
 
@@ -235,16 +250,19 @@ class Manager:
             with self._lock:
                 self._running = False
                 self._finished = True
-                self._lock.notify_all()
+            self._notify()
 
     def _start_health(self, health: HealthServer, stack: ExitStack) -> None:
-        health.start(
+        health.probe(
             lambda: self.healthy,
             lambda: self.available,
             self.registry,
             controllers_ready=lambda: self.ready,
         )
-        stack.callback(health.stop)
+        services = ServiceGroup("manager")
+        services.add(health, stop_timeout=5.0)
+        services.start(on_exit=lambda error: self._on_fatal(error or _health_stopped()))
+        stack.callback(services.stop)
 
     def _run_elected(self, election: LeaderElection, stop: threading.Event) -> None:
         config = election.config or self.config or self.controllers[0].config
@@ -261,15 +279,14 @@ class Manager:
             )
             self._check_fatal()  # a warm standby that failed before leading
         finally:
-            term = self._term
-            if term is not None and not term.ended:  # a warm standby that never led
-                self._stop_runtimes(term)
+            term, work = self._term, self._work
+            if term is not None and work is not None and not term.ended:
+                term.shut_down(self._runtime_list())  # a warm standby that never led
+                work.stop()
 
     def _warm_up(self, fence: WriteFence) -> None:
         """Build the runtimes and start their informers now (their workers start on leading)."""
-        term = self._term = Term(fence, stops=self._stops)
-        for runtime in self._build(term):
-            runtime.start()
+        self._begin_term(Term(fence, stops=self._stops)).start()  # informers only, for now
         log.info("Warm standby: informers listing and watching before leading")
 
     def _leader_work(self, election: LeaderElection, stop: threading.Event) -> None:
@@ -295,29 +312,22 @@ class Manager:
         lost: threading.Event | None = None,
         fence: WriteFence | None = None,
     ) -> None:
-        """Build, start and sync the runtimes; wait; stop them (`Term.shut_down`).
+        """Run the term's group (`Term.services`): informers, then passes once synced; wait;
+        stop it in reverse (passes by `Term.shut_down`, then informers).
 
         `fence` is the election's (closed past the renew deadline); without election the
         term has its own.
         """
-        term = self._term
+        work = self._work
         try:
-            if term is None:
-                term = self._term = Term(fence, stops=(stop, *self._stops))
-                runtimes = self._build(term)
-                for runtime in runtimes:
-                    runtime.start()
+            if work is None:
+                work = self._begin_term(Term(fence, stops=(stop, *self._stops)))
             else:  # warmed up while standing by: informers already started
-                term.watch(stop)
-                with self._lock:
-                    runtimes = list(self._runtimes)
-            for runtime in runtimes:
-                if not self._wait_synced(runtime, stop):
-                    break
-            self._check_fatal()
-            while not stop.is_set():
-                self._wake.wait(_TICK)
-                self._check_fatal()
+                self._require_term().watch(stop)
+            term = self._require_term()
+            work.add(Passes(term, self._runtime_list, lambda r: self._wait_synced(r, stop)))
+            work.start()
+            self._wait_stopped(stop)
             self._stopping = True
             lost_now = lost is not None and lost.is_set()
             log.info("Stopping controllers%s", " (leadership lost)" if lost_now else "")
@@ -325,8 +335,32 @@ class Manager:
             self._stopping = True
             raise
         finally:
-            if term is not None:
-                self._stop_runtimes(term)
+            with self._lock:
+                self._waiting = None
+            if work is not None:
+                work.stop()
+            self._notify()
+
+    def _begin_term(self, term: Term) -> ServiceGroup:
+        """Build the term's runtimes (every informer handler registered) and its group."""
+        self._term = term
+        work = self._work = term.services(
+            self._runtime_list, self._pool_list, informer_stop_timeout=_POOL_STOP_TIMEOUT
+        )
+        self._build(term)
+        return work
+
+    def _require_term(self) -> Term:
+        assert self._term is not None
+        return self._term
+
+    def _runtime_list(self) -> list[ControllerRuntime]:
+        with self._lock:
+            return list(self._runtimes)
+
+    def _pool_list(self) -> list[InformerPool]:
+        with self._lock:
+            return list(self._pools.values())
 
     def _build(self, term: Term) -> list[ControllerRuntime]:
         for controller, name in zip(self.controllers, self.names, strict=True):
@@ -335,8 +369,8 @@ class Manager:
                 raise ValueError(f"Controller {name} has no Config: pass config= to the Manager")
             with self._lock:
                 pool = self._pools.get(id(config))
-                if pool is None:
-                    pool = self._pools[id(config)] = InformerPool(config)
+            if pool is None:
+                pool = InformerPool(config, on_synced=self._notify)
             runtime = ControllerRuntime(
                 controller,
                 config,
@@ -346,42 +380,57 @@ class Manager:
                 on_fatal=self._on_fatal,
                 term=term,
             )
-            with self._lock:
+            with self._lock:  # a new pool's informer is counted with the runtime reading it
+                self._pools.setdefault(id(config), pool)
                 self._runtimes.append(runtime)
         with self._lock:
             return list(self._runtimes)
 
     def _wait_synced(self, runtime: ControllerRuntime, stop: threading.Event) -> bool:
-        """Sync within the controller's sync_timeout, in slices so stop and failures wake us."""
+        """Wait (woken by informer syncs, fatal errors and `stop()`) until the runtime's
+        informers listed, within its sync_timeout; then its workers start."""
         limit = runtime.controller.sync_timeout
-        give_up = time.monotonic() + limit
-        while True:
-            self._check_fatal()
-            if stop.is_set():
-                return False
-            remaining = give_up - time.monotonic()
-            try:
-                runtime.wait_synced(timeout=max(0.0, min(_TICK * 4, remaining)))
-            except SyncTimeout:
-                if remaining <= _TICK * 4:
-                    raise SyncTimeout(
-                        f"Controller {runtime.name} did not sync within {limit:g}s (sync_timeout)"
-                    ) from None
-                continue
-            except BaseException as error:
-                if error is self._fatal:
-                    self._check_fatal()  # the same error, explained
-                raise
-            with self._lock:
-                self._lock.notify_all()
-            return True
+
+        def stopping() -> bool:  # the term's stop, or the run's (`stop()` notifies)
+            return stop.is_set() or any(event.is_set() for event in self._stops)
+
+        with self._lock:
+            self._lock.wait_for(
+                lambda: runtime.synced or self._fatal is not None or stopping(), limit
+            )
+        self._check_fatal()
+        if stopping():
+            return False
+        if not runtime.synced:
+            raise SyncTimeout(
+                f"Controller {runtime.name} did not sync within {limit:g}s (sync_timeout)"
+            )
+        try:
+            runtime.wait_synced(timeout=0)  # synced: starts its workers
+        except BaseException as error:
+            if error is self._fatal:
+                self._check_fatal()  # the same error, explained
+            raise
+        self._notify()
+        return True
+
+    def _wait_stopped(self, stop: threading.Event) -> None:
+        """Until `stop` is set: by the owner, or by `_on_fatal` (then its error is raised)."""
+        with self._lock:
+            self._waiting = stop
+        self._check_fatal()  # failed before we started waiting
+        stop.wait()
+        self._check_fatal()
 
     def _on_fatal(self, error: BaseException) -> None:
         with self._lock:
             if self._fatal is None:
                 self._fatal = error
+            waiting = self._waiting
             self._lock.notify_all()
-        self._wake.set()
+        if waiting is not None:
+            waiting.set()  # the term's stop: the run ends and raises the error
+        self._notify()
         election = self.leader_election
         if election is not None and election.warm and election.standing_by:
             election.stop()  # a warm standby's informer died: stop standing by, report it
@@ -407,14 +456,6 @@ class Manager:
                     return informer
         return None
 
-    def _stop_runtimes(self, term: Term) -> None:
-        """Stop passes (the term's order), then informers."""
-        with self._lock:
-            runtimes = list(self._runtimes)
-            pools = list(self._pools.values())
-        term.shut_down(runtimes)  # if a write stayed on the wire, the elector keeps the Lease
-        for pool in pools:
-            if not pool.stop(timeout=_POOL_STOP_TIMEOUT):
-                log.warning("Some informers did not stop within %gs", _POOL_STOP_TIMEOUT)
-        with self._lock:
-            self._lock.notify_all()
+
+def _health_stopped() -> RuntimeError:
+    return RuntimeError("The health server stopped serving")

@@ -76,9 +76,15 @@ class OperatorMetrics:
 
     def __init__(self) -> None:
         self.registry: CollectorRegistry = _Registry(auto_describe=True)
-        r = self.registry
+        self._reconcile_metrics(self.registry)
+        self._queue_metrics(self.registry)
+        self._webhook_metrics(self.registry)
+        self._status_metrics(self.registry)
+        self._controllers: dict[str, ControllerMetrics] = {}
+
+    def _reconcile_metrics(self, r: CollectorRegistry) -> None:
+        """controller-runtime's reconcile families, per controller."""
         controller = ["controller"]
-        queue = ["name", "controller"]
         self.reconcile_total = Counter(
             "controller_runtime_reconcile_total",
             "Total number of reconciliations per controller",
@@ -122,6 +128,10 @@ class OperatorMetrics:
             controller,
             registry=r,
         )
+
+    def _queue_metrics(self, r: CollectorRegistry) -> None:
+        """client-go's workqueue families, per queue and controller."""
+        queue = ["name", "controller"]
         self.queue_depth = Gauge(
             "workqueue_depth",
             "Current depth of workqueue",
@@ -165,6 +175,9 @@ class OperatorMetrics:
             queue,
             registry=r,
         )
+
+    def _webhook_metrics(self, r: CollectorRegistry) -> None:
+        """controller-runtime's admission webhook families, per path."""
         self.webhook_latency = Histogram(
             "controller_runtime_webhook_latency_seconds",
             "Histogram of the latency of processing admission requests",
@@ -184,6 +197,10 @@ class OperatorMetrics:
             ["webhook"],
             registry=r,
         )
+
+    def _status_metrics(self, r: CollectorRegistry) -> None:
+        """Leader election and readiness of the controllers and the manager."""
+        controller = ["controller"]
         self.leader_status = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
@@ -214,7 +231,6 @@ class OperatorMetrics:
         self.manager_informers = Gauge(
             "cloudcoil_manager_informers", "Informers the manager runs", registry=r
         )
-        self._controllers: dict[str, ControllerMetrics] = {}
 
     def controller(self, name: str, *, workers: int) -> ControllerMetrics:
         """The metrics of one controller; its name must be unique in this registry."""

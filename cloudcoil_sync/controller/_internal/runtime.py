@@ -12,21 +12,21 @@ and stops them in order::
         runtime.wait_synced()           # within sync_timeout; then its workers start
     ...
     for runtime in reversed(runtimes):
-        runtime.stop(drain=False)       # in-flight passes finish (shutdown_timeout)
+        runtime.stop()                  # in-flight passes finish (shutdown_timeout)
     pool.stop()
 
-A runtime given no pool makes its own and stops it in `stop()`.
-
-Events become keys on the informer threads: primary events key themselves (status-only
-updates are ignored unless `status_updates`), owned children key their controller-owner,
-watched dependencies key what the mapper returns (a mapper exception is fatal). A pass
-runs the finalizer step, the controller's handlers, then stages its status onto what the
-handler returned; the worker persists it; failures report status through `PassHooks`;
-queued Events are flushed once the pass has settled.
+A runtime given no pool makes its own and stops it in `stop()`. Events become keys on the
+informer threads: primary events key themselves (status-only updates are ignored unless
+`status_updates`), owned children key their controller-owner, watched dependencies key
+what the mapper returns (a mapper exception is fatal). A pass runs the finalizer step, the
+controller's handlers, then stages its status onto what the handler returned; the worker
+persists it; failures report status through `PassHooks`; queued Events are flushed once
+the pass has settled.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.callables import function_name
+from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.client._internal.fence import WriteFence, WriteFenced, fenced
 from cloudcoil_sync.client._internal.fence import current as current_fence
 from cloudcoil_sync.controller._internal.cache import CachedResources
@@ -43,12 +44,8 @@ from cloudcoil_sync.controller._internal.children import prune_children
 from cloudcoil_sync.controller._internal.context import Request
 from cloudcoil_sync.controller._internal.events import EventRecorder
 from cloudcoil_sync.controller._internal.finalizers import Step, finalizer_step
-from cloudcoil_sync.controller._internal.informer import (
-    DEFAULT_PAGE_SIZE,
-    DEFAULT_WATCH_TIMEOUT,
-    ClientListWatch,
-    Informer,
-)
+from cloudcoil_sync.controller._internal.informer import Informer
+from cloudcoil_sync.controller._internal.informer_pool import InformerPool
 from cloudcoil_sync.controller._internal.metrics import ControllerStatus, OperatorMetrics
 from cloudcoil_sync.controller._internal.queue import WorkQueue
 from cloudcoil_sync.controller._internal.reporting import report_failure
@@ -59,8 +56,9 @@ from cloudcoil_sync.controller._internal.triggers import (
     primary_key,
     status_only_change,
 )
-from cloudcoil_sync.controller._internal.types import ResourceKey, Result, Wait
-from cloudcoil_sync.controller._internal.worker import PassRunner, PassTimedOut, WorkerPool
+from cloudcoil_sync.controller._internal.types import ResourceKey, Result, Wait, interpret
+from cloudcoil_sync.controller._internal.worker import PassRunner, PassTimedOut
+from cloudcoil_sync.controller._internal.worker_pool import WorkerPool
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -70,97 +68,10 @@ __all__ = ["ControllerRuntime", "InformerPool", "SyncTimeout"]
 
 JSON = dict[str, Any]
 _LATE = "the reconcile pass outlived reconcile_timeout"
-InformerKey = tuple[str, str, str | None, str | None]  # (group, plural, namespace, selector)
 
 
 class SyncTimeout(TimeoutError):
     """A controller's informers did not complete their first list within `sync_timeout`."""
-
-
-class InformerPool:
-    """Informers of one Config shared by (kind, namespace, label selector).
-
-    The first request for a view fixes its resync period. Failure callbacks of every
-    requester are called when that informer dies.
-    """
-
-    def __init__(
-        self,
-        config: Config,
-        *,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        watch_timeout: int = DEFAULT_WATCH_TIMEOUT,
-    ) -> None:
-        self.config = config
-        self._page_size = page_size
-        self._watch_timeout = watch_timeout
-        self._lock = threading.Lock()
-        self._informers: dict[InformerKey, Informer] = {}
-        self._subscribers: dict[InformerKey, list[Callable[[BaseException], None]]] = {}
-        self._started: set[InformerKey] = set()
-
-    def informer(
-        self,
-        resource: type[Resource],
-        *,
-        namespace: str | None,
-        label_selector: str | None = None,
-        resync_period: float = 300.0,
-        on_failure: Callable[[BaseException], None] | None = None,
-    ) -> Informer:
-        """The shared informer for that view (created on first request, not started)."""
-        client = self.config.client(resource)
-        mapping = client.mapping
-        scope = namespace if mapping.namespaced else None
-        key: InformerKey = (mapping.group, mapping.plural, scope, label_selector or None)
-        with self._lock:
-            informer = self._informers.get(key)
-            if informer is None:
-                source = ClientListWatch(client, namespace=scope, label_selector=label_selector)
-                label = mapping.plural + (f"@{scope}" if scope else "")
-                informer = Informer(
-                    source,
-                    name=label + (f"?{label_selector}" if label_selector else ""),
-                    resync_period=resync_period,
-                    page_size=self._page_size,
-                    watch_timeout=self._watch_timeout,
-                    on_failure=lambda error, key=key: self._failed(key, error),  # type: ignore[misc]
-                )
-                self._informers[key] = informer
-                self._subscribers[key] = []
-            if on_failure is not None:
-                self._subscribers[key].append(on_failure)
-            return informer
-
-    def start(self) -> None:
-        """Start every informer not yet started, in creation order."""
-        with self._lock:
-            pending = [(k, i) for k, i in self._informers.items() if k not in self._started]
-            self._started.update(k for k, _ in pending)
-        for _, informer in pending:
-            informer.start()
-
-    def stop(self, timeout: float = 10.0) -> bool:
-        """Stop and join every started informer; True when all ended in time."""
-        with self._lock:
-            informers = [self._informers[k] for k in self._started]
-        deadline = time.monotonic() + timeout
-        for informer in informers:
-            informer.stop(timeout=0)
-        ended = True
-        for informer in informers:
-            ended &= informer.stop(max(0.0, deadline - time.monotonic()))
-        return ended
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._informers)
-
-    def _failed(self, key: InformerKey, error: BaseException) -> None:
-        with self._lock:
-            subscribers = list(self._subscribers.get(key, ()))
-        for callback in subscribers:
-            callback(error)
 
 
 class ControllerRuntime:
@@ -217,12 +128,32 @@ class ControllerRuntime:
         self._mapping = self._client.mapping
         self._informers: dict[type[Resource], Informer] = {}
         self._all: list[Informer] = []
-        self.primary = self._informer(
-            kind,
-            controller.watched_namespace(config.namespace),
+        self.primary = self._wire_informers()
+        self._pruned = controller.pruned
+        self.recorder = self._recorder(controller.events)
+        self.pass_runner, self.workers = self._pass_machinery()
+        self._bind_metrics()
+        controller.attach(self)
+
+    def _bind_metrics(self) -> None:
+        """The controller's gauges read this runtime and its queue when scraped."""
+        self._metrics.bind(
+            ready=lambda: self.ready,
+            unfinished=self.queue.unfinished_work_seconds,
+            longest=self.queue.longest_running_processor_seconds,
+            depth=lambda: self.queue.pending,
+            delayed=lambda: self.queue.delayed,
+        )
+
+    def _wire_informers(self) -> Informer:
+        """Register the handlers that turn events into keys; the primary informer."""
+        controller = self.controller
+        primary = self._informer(
+            controller.resource,
+            controller.watched_namespace(self._config.namespace),
             controller.label_selector,
         )
-        self.primary.add_handler(
+        primary.add_handler(
             on_add=self._on_primary, on_update=self._on_primary_update, on_delete=self._on_primary
         )
         scope = self.primary_scope
@@ -237,10 +168,12 @@ class ControllerRuntime:
             dependency = self._informer(watched.resource, scope, None)
             handler = self._mapping_handler(watched.resource, watched.mapper)
             dependency.add_handler(on_add=handler, on_update=handler, on_delete=handler)
-        self._pruned = controller.pruned
-        self.recorder = self._recorder(controller.events)
-        self.pass_runner: PassRunner[Any] = PassRunner(
-            kind,
+        return primary
+
+    def _pass_machinery(self) -> tuple[PassRunner[Any], WorkerPool]:
+        """The pass runner (handlers, persistence, hooks) and the worker threads running it."""
+        runner: PassRunner[Any] = PassRunner(
+            self.controller.resource,
             self._handle,
             queue=self.queue,
             lookup=lambda key: self.primary.store.get_json(key.namespace, key.name),
@@ -249,22 +182,15 @@ class ControllerRuntime:
             metrics=self._metrics,
             hooks=self,
         )
-        self.workers = WorkerPool(
-            self.pass_runner,
+        workers = WorkerPool(
+            runner,
             self.queue,
-            workers=controller.workers,
-            reconcile_timeout=controller.reconcile_timeout,
+            workers=self.controller.workers,
+            reconcile_timeout=self.controller.reconcile_timeout,
             metrics=self._metrics,
             fence=self.term.fence,
         )
-        self._metrics.bind(
-            ready=lambda: self.ready,
-            unfinished=self.queue.unfinished_work_seconds,
-            longest=self.queue.longest_running_processor_seconds,
-            depth=lambda: self.queue.pending,
-            delayed=lambda: self.queue.delayed,
-        )
-        controller.attach(self)
+        return runner, workers
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -401,7 +327,7 @@ class ControllerRuntime:
             return None
         value = self.controller.run_pass(request)
         waited = isinstance(value, Wait) or bool(request.report.pending)
-        desired, requeue_after = _interpret(value)
+        desired, requeue_after = interpret(value)
         if request.staged and request.original is not None:
             base = desired if desired is not None else request.original
             desired = request.apply_status(base)
@@ -444,19 +370,10 @@ class ControllerRuntime:
         if request is None or not request.events or self.recorder is None:
             return
         regarding = request.object if request.object is not None else request.original
-        if regarding is None:
-            return
-        give_up = time.monotonic() + self.controller.event_flush_timeout
-        for event in request.events:
-            if time.monotonic() >= give_up:
-                self.log.warning("Dropping Events for %s: event_flush_timeout reached", key)
-                return
-            try:
-                self.recorder.emit(
-                    regarding, event.reason, event.message, type=event.type, action=event.action
-                )
-            except Exception as error:
-                self.log.warning("Could not record Event %s for %s: %s", event.reason, key, error)
+        if regarding is not None:
+            self.recorder.flush(
+                regarding, request.events, timeout=self.controller.event_flush_timeout, key=key
+            )
 
     # PassServices
 
@@ -468,8 +385,8 @@ class ControllerRuntime:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def start(self, *, wait: bool = False) -> None:
-        """Start the informers (pooled ones too); with `wait`, also `wait_synced()`."""
+    def start(self, on_exit: ExitCallback | None = None, *, wait: bool = False) -> None:
+        """Start the informers (pooled too); `wait`: also `wait_synced()`. Failures: `on_fatal`."""
         with self._lock:
             if self._started:
                 raise RuntimeError(f"Controller {self.name} was already started")
@@ -507,6 +424,20 @@ class ControllerRuntime:
         self.workers.start()
         self.log.info("Controller %s is ready", self.name)
 
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """`wait_synced` (which starts the workers); False instead of `SyncTimeout`."""
+        with contextlib.suppress(SyncTimeout):  # not ready: False, as the contract says
+            self.wait_synced(timeout)
+        return self.ready
+
+    def healthy(self) -> bool:
+        return self._fatal is None
+
+    @property
+    def synced(self) -> bool:
+        """Every informer of this controller completed its first list."""
+        return all(informer.synced for informer in self._all)
+
     @property
     def ready(self) -> bool:
         """Informers synced, workers running, not stopping, no fatal error."""
@@ -531,12 +462,17 @@ class ControllerRuntime:
             duration_seconds=seconds,
         )
 
-    def stop(self, *, drain: bool = True, timeout: float | None = None) -> bool:
-        """Stop workers (in-flight passes finish within `timeout`, default shutdown_timeout).
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop workers: queued keys stay unstarted, in-flight passes finish within `timeout`
+        (default shutdown_timeout). Then stops the informers if this runtime owns its pool.
+        True if every pass finished in time."""
+        return self._stop(timeout, drain=False)
 
-        With `drain`, keys already queued are processed too. Then stops the informers if
-        this runtime owns its pool. True if every pass finished in time.
-        """
+    def drain(self, timeout: float | None = None) -> bool:
+        """As `stop`, but the keys already queued are processed first (within `timeout`)."""
+        return self._stop(timeout, drain=True)
+
+    def _stop(self, timeout: float | None, *, drain: bool) -> bool:
         with self._lock:
             if self._stopped:
                 return True
@@ -545,7 +481,7 @@ class ControllerRuntime:
         limit = self.controller.shutdown_timeout if timeout is None else timeout
         finished = True
         if running:
-            finished = self.workers.stop(limit, drain=drain)
+            finished = self.workers.drain(limit) if drain else self.workers.stop(limit)
         else:
             self.queue.shutdown(immediate=True)
         if self._owns_term:
@@ -562,15 +498,3 @@ class ControllerRuntime:
 
     def cached(self, resource: type[Any], *, namespace: str | None = None) -> Any:
         return CachedResources(resource, self.informer_for(resource), namespace=namespace)
-
-
-def _interpret(value: object) -> tuple[Resource | None, float | None]:
-    if value is None:
-        return None, None
-    if isinstance(value, Wait):
-        return None, value.requeue_after
-    if isinstance(value, Result):
-        return value.resource, value.requeue_after
-    if isinstance(value, Resource):
-        return value, None
-    raise TypeError("Reconcile must return its resource, Result, Wait, or None")

@@ -15,35 +15,61 @@ a fatal error): the queues hand out no new key (queued keys are dropped: the nex
 lists them again), in-flight passes finish within their `shutdown_timeout` or are
 abandoned, then the fence closes (waiting for writes on the wire). Only after it returns do
 informers stop, leader lifespans exit and the Lease get released.
+
+That order is a `ServiceGroup` (`Term.services`): `Informers` first (started, for a warm
+standby, before leading), then `Passes` (each controller's workers start once its informers
+listed; its stop is `shut_down`). The group stops them in reverse: passes, then informers;
+the Manager's leader lifespan and the election's release come after the group's stop.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
+from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup
 from cloudcoil_sync.client._internal.fence import WriteFence
-from cloudcoil_sync.controller._internal.queue import WorkQueue
 
-__all__ = ["WRITE_GRACE", "PassRefused", "Term"]
+if TYPE_CHECKING:
+    from cloudcoil_sync.controller._internal.informer_pool import InformerPool
+
+__all__ = ["WRITE_GRACE", "Informers", "PassRefused", "Passes", "Term", "TermRuntime"]
 
 log = logging.getLogger("cloudcoil_sync.manager")
-
-
-class _Runtime(Protocol):
-    """What shutting down uses of a `runtime.ControllerRuntime` (a protocol: no cycle)."""
-
-    name: str
-    queue: WorkQueue[Any]
-
-    def stop(self, *, drain: bool = True, timeout: float | None = None) -> bool: ...
-
 
 # How long a write already on the wire may take to be answered once the fence closes (the
 # client's default read timeout); past it the Lease is left to expire, not released.
 WRITE_GRACE = 30.0
+
+
+class _Queue(Protocol):
+    def shutdown(self, *, immediate: bool = False) -> None: ...
+
+
+class TermRuntime(Protocol):
+    """What a term needs of a `ControllerRuntime` (a Protocol: runtime imports term)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def queue(self) -> _Queue: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def fatal_error(self) -> BaseException | None: ...
+
+    def start(self, on_exit: ExitCallback | None = None, *, wait: bool = False) -> None: ...
+
+    def stop(self, timeout: float | None = None) -> bool: ...
+
+
+R = TypeVar("R", bound=TermRuntime)
 
 
 class PassRefused(Exception):
@@ -83,14 +109,26 @@ class Term:
         """Start no more passes (stops already set count without this)."""
         self._ended = True
 
-    def shut_down(self, runtimes: Iterable[_Runtime], *, grace: float = WRITE_GRACE) -> bool:
+    def services(
+        self,
+        runtimes: Callable[[], Sequence[R]],
+        pools: Callable[[], list[InformerPool]],
+        *,
+        informer_stop_timeout: float,
+    ) -> ServiceGroup:
+        """The term's group, its `Informers` added (add `Passes` when the work starts)."""
+        group = ServiceGroup("leader work")
+        group.add(Informers(runtimes, pools), stop_timeout=informer_stop_timeout)
+        return group
+
+    def shut_down(self, runtimes: Iterable[TermRuntime], *, grace: float = WRITE_GRACE) -> bool:
         """Stop the runtimes' passes in order; True if nothing of theirs may still write."""
         self.end()
         runtimes = list(runtimes)
         for runtime in runtimes:
             runtime.queue.shutdown(immediate=True)  # every queue closed first: they stop together
         for runtime in reversed(runtimes):
-            if not runtime.stop(drain=False):
+            if not runtime.stop():
                 log.error(
                     "Controller %s: passes still running at shutdown_timeout; abandoned, "
                     "their writes fenced",
@@ -100,3 +138,74 @@ class Term:
             log.error("A write was still on the wire %gs after the write fence closed", grace)
             return False
         return True
+
+
+class Informers(Generic[R]):
+    """The informers of a term's controllers, as a `Service` (their failures reach the
+    Manager through each runtime's `on_fatal`, not through `on_exit`)."""
+
+    name = "informers"
+
+    def __init__(
+        self,
+        runtimes: Callable[[], Sequence[R]],
+        pools: Callable[[], list[InformerPool]],
+    ) -> None:
+        self._runtimes = runtimes
+        self._pools = pools
+        self._started = False
+
+    def start(self, on_exit: ExitCallback | None = None) -> None:
+        if self._started:
+            return  # a warm standby's: started before leading
+        self._started = True
+        for runtime in self._runtimes():
+            runtime.start()  # starts its pool's informers (every handler registered)
+
+    def stop(self, timeout: float | None = None) -> bool:
+        give_up = None if timeout is None else time.monotonic() + timeout
+        stopped = True
+        for pool in self._pools():
+            left = None if give_up is None else max(0.0, give_up - time.monotonic())
+            stopped = pool.stop(timeout=left) and stopped
+        if not stopped:
+            log.warning("Some informers did not stop within %gs", timeout)
+        return stopped
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        return all(pool.synced for pool in self._pools())
+
+    def healthy(self) -> bool:
+        return all(runtime.fatal_error is None for runtime in self._runtimes())
+
+
+class Passes(Generic[R]):
+    """The passes of a term's controllers, as a `Service`: `start` starts each controller's
+    workers once `synced(runtime)` (the Manager's wait) says its informers listed; `stop`
+    is the term's `shut_down`."""
+
+    name = "passes"
+
+    def __init__(
+        self,
+        term: Term,
+        runtimes: Callable[[], Sequence[R]],
+        synced: Callable[[R], bool],
+    ) -> None:
+        self._term = term
+        self._runtimes = runtimes
+        self._synced = synced
+
+    def start(self, on_exit: ExitCallback | None = None) -> None:
+        for runtime in self._runtimes():
+            if not self._synced(runtime):
+                return  # stopped while waiting: start no more
+
+    def stop(self, timeout: float | None = None) -> bool:
+        return self._term.shut_down(self._runtimes())
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        return all(runtime.ready for runtime in self._runtimes())
+
+    def healthy(self) -> bool:
+        return all(runtime.fatal_error is None for runtime in self._runtimes())

@@ -9,7 +9,7 @@ from typing import Any
 
 from cloudcoil.resources import Resource
 
-__all__ = ["ResourceKey", "Result", "TerminalError", "Wait"]
+__all__ = ["ResourceKey", "Result", "TerminalError", "Wait", "interpret"]
 
 DEFAULT_WAIT_SECONDS = 30.0
 
@@ -95,3 +95,16 @@ class Wait(Exception):
 
 class TerminalError(Exception):
     """A failure not worth retrying; later events or a resync still reconcile the key."""
+
+
+def interpret(value: object) -> tuple[Resource | None, float | None]:
+    """What a handler returned: (the desired resource, requeue_after); TypeError if neither."""
+    if value is None:
+        return None, None
+    if isinstance(value, Wait):
+        return None, value.requeue_after
+    if isinstance(value, Result):
+        return value.resource, value.requeue_after
+    if isinstance(value, Resource):
+        return value, None
+    raise TypeError("Reconcile must return its resource, Result, Wait, or None")

@@ -1,4 +1,4 @@
-"""The worker pass and the worker threads of one controller.
+"""The worker pass of one controller (its threads: `worker_pool`).
 
 A pass takes a key from the queue, builds the primary model from the informer's JSON
 (`None` if absent), calls the handler with a private copy, persists what the handler
@@ -31,15 +31,23 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync.client._internal.api import ResourceClient
 from cloudcoil_sync.client._internal.errors import APIError, Conflict, TransportError
-from cloudcoil_sync.client._internal.fence import WriteFence, fenced
+from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.persist import persist, status_only, written_paths
-from cloudcoil_sync.controller._internal.queue import QueueClosed, WorkQueue
+from cloudcoil_sync.controller._internal.queue import WorkQueue
 from cloudcoil_sync.controller._internal.store import encode
 from cloudcoil_sync.controller._internal.term import PassRefused
 from cloudcoil_sync.controller._internal.types import ResourceKey, Result, TerminalError, Wait
 
-__all__ = ["Handler", "Outcome", "PassHooks", "PassRunner", "WorkerPool"]
+__all__ = [
+    "ABANDONED",
+    "WRITE_GRACE",
+    "Handler",
+    "Outcome",
+    "PassDeadline",
+    "PassHooks",
+    "PassRunner",
+]
 
 T = TypeVar("T", bound=Resource)
 JSON = dict[str, Any]
@@ -52,7 +60,7 @@ STALE_SNAPSHOT_PATIENCE = 5.0
 MAX_REMEMBERED_WRITES = 10_000
 # How long an abandoned pass's write already on the wire may take before its key is released.
 WRITE_GRACE = 30.0
-_ABANDONED = "the reconcile pass outlived reconcile_timeout and was abandoned"
+ABANDONED = "the reconcile pass outlived reconcile_timeout and was abandoned"
 
 
 class PassHooks(Protocol):
@@ -99,7 +107,7 @@ class PassDeadline:
     started: float
     key: Any = None
     expired: threading.Event = field(default_factory=threading.Event)
-    fence: WriteFence = field(default_factory=lambda: WriteFence(reason=_ABANDONED))
+    fence: WriteFence = field(default_factory=lambda: WriteFence(reason=ABANDONED))
     abandoned: bool = False
     finished: bool = False
 
@@ -352,221 +360,3 @@ def _describe(outcome: Outcome, seconds: float, absent: bool) -> str:
 def _check_deadline(deadline: PassDeadline | None) -> None:
     if deadline is not None and deadline.expired.is_set():
         raise PassTimedOut("The reconcile pass outlived reconcile_timeout")
-
-
-class WorkerPool:
-    """`workers` threads taking keys from `queue` and running `runner.process`."""
-
-    def __init__(
-        self,
-        runner: PassRunner[Any],
-        queue: WorkQueue[ResourceKey],
-        *,
-        workers: int,
-        reconcile_timeout: float | None = None,
-        metrics: ControllerMetrics | None = None,
-        fence: WriteFence | None = None,
-    ) -> None:
-        if workers < 1:
-            raise ValueError("workers must be a positive integer")
-        self._runner = runner
-        self._queue = queue
-        self._workers = workers
-        self._timeout = reconcile_timeout
-        self._metrics = metrics
-        self._fence = fence  # the term's: parent of every pass's fence
-        self._name = runner.name
-        self._lock = threading.Condition()
-        self._threads: set[threading.Thread] = set()
-        self._active: dict[threading.Thread, PassDeadline] = {}
-        self._retired: set[threading.Thread] = set()
-        self._releasing: set[threading.Thread] = set()
-        self._stopping = False
-        self._started = False
-        self._serial = 0
-        self._watchdog: threading.Thread | None = None
-
-    @property
-    def timed_out(self) -> int:
-        """Threads still running a pass that outlived `reconcile_timeout`."""
-        with self._lock:
-            return len(self._retired & self._threads)
-
-    def start(self) -> None:
-        with self._lock:
-            if self._started:
-                raise RuntimeError("A worker pool can only be started once")
-            self._started = True
-            for _ in range(self._workers):
-                self._spawn()
-            if self._timeout is not None:
-                self._watchdog = threading.Thread(
-                    target=self._watch, name=f"{self._name}-watchdog", daemon=True
-                )
-                self._watchdog.start()
-
-    def stop(self, timeout: float | None = 10.0, *, drain: bool = False) -> bool:
-        """Stop taking keys; let passes in flight finish within `timeout`.
-
-        With `drain`, keys already queued are processed first (within the same bound).
-        Returns False if some pass was still running at the deadline (its thread is left
-        to finish on its own; nothing is interrupted mid-write).
-        """
-        self._queue.shutdown(immediate=not drain)
-        give_up = None if timeout is None else time.monotonic() + timeout
-        with self._lock:
-            self._stopping = True
-            self._lock.notify_all()
-            threads = list(self._threads)
-        me = threading.current_thread()
-        for thread in threads:
-            if thread is me:
-                continue  # stop() from a handler: this thread ends after its pass
-            remaining = None if give_up is None else max(0.0, give_up - time.monotonic())
-            thread.join(remaining)
-        if drain:
-            self._queue.shutdown(immediate=True)
-        if self._watchdog is not None:
-            self._watchdog.join(1.0)
-        with self._lock:
-            releasing = list(self._releasing)
-        for releaser in releasing:
-            releaser.join(None if give_up is None else max(0.0, give_up - time.monotonic()))
-        with self._lock:
-            alive = [t for t in self._threads if t.is_alive() and t is not me]
-        if alive:
-            logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
-                "%d reconcile pass(es) still running after shutdown_timeout", len(alive)
-            )
-        return not alive
-
-    # -- threads -----------------------------------------------------------------------------
-
-    def _spawn(self) -> None:
-        self._serial += 1
-        thread = threading.Thread(
-            target=self._work, name=f"{self._name}-worker-{self._serial}", daemon=True
-        )
-        self._threads.add(thread)
-        thread.start()
-
-    def _work(self) -> None:
-        me = threading.current_thread()
-        try:
-            while True:
-                if me in self._retired and self._replaced(me):
-                    return
-                try:
-                    key = self._queue.get()
-                except QueueClosed:
-                    return
-                fence = WriteFence(reason=_ABANDONED, parent=self._fence)
-                deadline = PassDeadline(time.monotonic(), key=key, fence=fence)
-                self._begin(me, deadline)
-                if self._metrics is not None:
-                    self._metrics.worker_started()
-                try:
-                    with fenced(deadline.fence):
-                        self._runner.process(key, deadline)
-                except BaseException:
-                    logging.getLogger(f"cloudcoil_sync.controller.{self._name}").exception(
-                        "Unexpected failure processing %s", key
-                    )
-                    if not deadline.abandoned:
-                        self._queue.retry(key)
-                finally:
-                    if self._finish(me, deadline):  # else the watchdog's release settles the key
-                        self._queue.done(key)
-                        if self._metrics is not None:
-                            self._metrics.worker_finished()
-        finally:
-            with self._lock:
-                self._threads.discard(me)
-                self._retired.discard(me)
-                self._lock.notify_all()
-
-    # Without a reconcile_timeout nothing watches passes in flight, so a pass does not
-    # take the pool's lock at all (it took it three times): every lock all workers share
-    # is a place where they queue behind a holder that is waiting for the GIL.
-
-    def _replaced(self, me: threading.Thread) -> bool:
-        """Back from a stuck pass: True if a replacement took over (this thread leaves)."""
-        with self._lock:
-            if len(self._threads - self._retired) >= self._workers:
-                return True
-            self._retired.discard(me)
-            return False
-
-    def _begin(self, me: threading.Thread, deadline: PassDeadline) -> None:
-        if self._timeout is None:
-            return
-        with self._lock:
-            self._active[me] = deadline
-            self._lock.notify_all()
-
-    def _finish(self, me: threading.Thread, deadline: PassDeadline) -> bool:
-        """Mark the pass finished; False if the watchdog abandoned it first."""
-        if self._timeout is None:
-            return True
-        with self._lock:
-            deadline.finished = True
-            if deadline.abandoned:
-                return False
-            self._active.pop(me, None)
-            return True
-
-    def _release(self, deadline: PassDeadline) -> None:
-        """Release an abandoned pass's key once no write of it is on the wire."""
-        try:
-            if not deadline.fence.close(WRITE_GRACE):
-                logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
-                    "A write of the abandoned pass of %s is still in flight", deadline.key
-                )
-            self._runner.abandon(deadline.key, time.monotonic() - deadline.started)
-            self._queue.done(deadline.key)
-            if self._metrics is not None:
-                self._metrics.worker_finished()
-        finally:
-            with self._lock:
-                self._releasing.discard(threading.current_thread())
-                self._lock.notify_all()
-
-    def _start_release(self, deadline: PassDeadline) -> None:
-        # Its own thread: closing the fence may wait for a write on the wire (WRITE_GRACE).
-        releaser = threading.Thread(
-            target=self._release, args=(deadline,), name=f"{self._name}-release", daemon=True
-        )
-        self._releasing.add(releaser)
-        releaser.start()
-
-    def _watch(self) -> None:
-        """Mark passes that outlive the timeout and replace their threads."""
-        assert self._timeout is not None
-        limit = self._timeout
-        with self._lock:
-            while not self._stopping:
-                now = time.monotonic()
-                next_check: float | None = None
-                for thread, deadline in list(self._active.items()):
-                    if deadline.expired.is_set():
-                        continue
-                    due = deadline.started + limit
-                    if due <= now:
-                        deadline.expired.set()
-                        self._retired.add(thread)
-                        if not deadline.finished:
-                            deadline.abandoned = True
-                            del self._active[thread]
-                            self._start_release(deadline)
-                        # Keep the pool's capacity while the pass is stuck, within a bound:
-                        # at most as many stuck threads as workers.
-                        if len(self._threads) < 2 * self._workers:
-                            self._spawn()
-                        else:
-                            logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
-                                "%d reconcile passes are stuck; not adding more threads",
-                                len(self._retired & self._threads),
-                            )
-                    elif next_check is None or due < next_check:
-                        next_check = due
-                self._lock.wait(None if next_check is None else next_check - now)
