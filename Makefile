@@ -11,8 +11,13 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 
+# Two pytest-xdist workers: most of the suite waits (leases, deadlines, subprocesses), so two
+# processes overlap their waits (docs/contributing.md has the figures); an idle worker takes
+# tests queued on the other (worksteal), so one long scenario does not end the run alone.
+# WORKERS=0: one process.
+WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist worksteal
 
 lint: install
 	$(BIN)/ruff check cloudcoil_sync tests examples bench

@@ -113,3 +113,17 @@ def https(
 
 def raw_connect(host: WebhookHost, timeout: float = 5) -> socket.socket:
     return socket.create_connection(host.address, timeout=timeout)
+
+
+def still_open(sock: socket.socket) -> bool:
+    """Whether the server has not closed `sock` (nothing to read, no end of stream)."""
+    timeout = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) != b""
+    except BlockingIOError:
+        return True
+    except ConnectionError:
+        return False
+    finally:
+        sock.settimeout(timeout)

@@ -9,7 +9,6 @@ import os
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,12 +16,13 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter
+from waiting import wait_until
 
 from cloudcoil_sync.admission._internal.server import WebhookHost
 from cloudcoil_sync.admission._internal.tls import TLSFront, load_server_context
 
 from .certs import CertificateAuthority, ServingPair
-from .conftest import echo_app, https, raw_connect
+from .conftest import echo_app, https, raw_connect, still_open
 
 Factory = Callable[..., WebhookHost]
 
@@ -176,11 +176,10 @@ def test_idle_client_that_never_handshakes_does_not_block_others(
     host_factory: Factory, client_context: ssl.SSLContext
 ) -> None:
     host = host_factory(handshake_timeout=30)
-    with raw_connect(host):  # connected, silent: no ClientHello
-        started = time.monotonic()
+    with raw_connect(host) as silent:  # connected, silent: no ClientHello
         status, _, _ = get(host, client_context, "/other")
         assert status == 200
-        assert time.monotonic() - started < 2
+        assert still_open(silent)  # served while the silent client holds its connection
 
 
 def test_half_open_client_does_not_block_others(
@@ -192,10 +191,8 @@ def test_half_open_client_does_not_block_others(
         client_context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
     ):
         tls.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
-        started = time.monotonic()
         status, _, _ = get(host, client_context, "/other")
-        assert status == 200
-        assert time.monotonic() - started < 2
+        assert status == 200  # before the slow client's body, which is still awaited:
         tls.sendall(b"}" * 99)  # the slow client finishes and is answered too
         assert tls.recv(4096).startswith(b"HTTP/1.1 200")
 
@@ -204,10 +201,8 @@ def test_handshake_times_out(host_factory: Factory) -> None:
     host = host_factory(handshake_timeout=0.3)
     with raw_connect(host) as raw:
         raw.sendall(b"\x16\x03\x01")  # the start of a ClientHello, never finished
-        raw.settimeout(5)
-        started = time.monotonic()
+        raw.settimeout(5)  # the default handshake timeout: reaching it raises TimeoutError
         assert raw.recv(100) == b""  # closed by the server
-        assert time.monotonic() - started < 3
 
 
 def test_client_half_close_still_gets_its_answer(
@@ -321,10 +316,8 @@ def test_stop_joins_every_thread_with_clients_connected(
     half_tls = client_context.wrap_socket(half, server_hostname="127.0.0.1")
     half_tls.sendall(b"POST /echo HTTP/1.1\r\nContent-Length: 9\r\n\r\n{")
     assert host.serving
-    started = time.monotonic()
-    assert host.stop(timeout=3) is True
+    assert host.stop(timeout=3) is True  # every thread joined within the timeout
     assert not host.serving
-    assert time.monotonic() - started < 3.5
     assert set(threading.enumerate()) <= before
     for sock in (silent, half_tls):
         sock.close()
@@ -458,10 +451,15 @@ def test_server_close_sends_close_notify(
 def test_closed_connections_free_their_slot_at_once(
     host_factory: Callable[..., WebhookHost], client_context: ssl.SSLContext
 ) -> None:
-    host = host_factory(max_connections=2)
+    host = host_factory(max_connections=2, idle_timeout=60)
+    front = host.front
+    assert front is not None
     for _ in range(30):  # one connection per request, back to back
         assert get(host, client_context, "/x")[0] == 200
-    assert host.front is not None and host.front.rejected == 0
+        # Freed by the client's close, long before the 60 s idle timeout could free it (the
+        # server's thread may take a moment to read the close on a loaded machine).
+        assert wait_until(lambda: len(front.table) == 0, 10)
+    assert front.rejected == 0
 
 
 def test_head_and_post_on_health_paths(

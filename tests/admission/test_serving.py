@@ -120,5 +120,5 @@ def test_slow_handler_times_out_without_blocking_others(
     assert served.post("/mutate/cm", review())[0] == 200
     worker.join(5)
     assert results == [(504, {"message": "Admission webhook timed out"})]
-    assert time.monotonic() - started < 3
-    release.set()
+    assert time.monotonic() - started >= 0.9  # the route's 1 s deadline answered it
+    release.set()  # only now may the handler end: the 504 did not wait for it

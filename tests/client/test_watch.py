@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -205,10 +204,8 @@ def test_events_arrive_before_stream_ends_and_close_unblocks(pki: PKI) -> None:
 
         t = threading.Thread(target=reader)
         t.start()
-        started = time.monotonic()
         w.close()
         assert done.wait(5), "close() did not unblock the reading thread"
-        assert time.monotonic() - started < 5
         t.join(5)
         release.set()
         assert got == [] and w.closed

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 import requests
 from prometheus_client import CollectorRegistry, Counter
+from waiting import wait_until
 
 from cloudcoil_sync.controller._internal.health import HealthServer, HealthServerError
 
@@ -202,7 +202,7 @@ def test_connections_beyond_the_limit_wait_for_a_free_one(probes: Probes) -> Non
     assert server.address is not None
     try:
         idle = [socket.create_connection(server.address, timeout=5) for _ in range(3)]
-        assert _eventually(lambda: len(server._map) == 5)  # listener, trigger and the three
+        assert wait_until(lambda: len(server._map) == 5)  # listener, trigger and the three
         waiting = socket.create_connection(server.address, timeout=5)
         waiting.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         waiting.settimeout(0.3)
@@ -222,15 +222,6 @@ def _answer(server: HealthServer, data: bytes) -> bytes:
         return raw(server, data)
     except ConnectionResetError:
         return b""
-
-
-def _eventually(check: object, timeout: float = 3) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if callable(check) and check():
-            return True
-        threading.Event().wait(0.02)
-    return False
 
 
 def test_bind_failure_names_the_address(probes: Probes) -> None:

@@ -4,7 +4,6 @@ replica leads at once (a Lease it created itself would be held a lease duration 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from cloudcoil_sync.client import Config
@@ -50,12 +49,11 @@ def test_first_install_creates_a_released_lease_the_first_replica_takes_at_once(
             except BaseException as error:  # asserted below
                 failures.append(error)
 
-        started = time.monotonic()
         thread = threading.Thread(target=run)
         thread.start()
         try:
+            # Within 10 s: a Lease it had to wait out would take the 15 s lease duration.
             assert leading.wait(10)
-            assert time.monotonic() - started < election.lease_duration_seconds / 2
         finally:
             stop.set()
             thread.join(30)

@@ -65,7 +65,10 @@ def test_delay_reports_progress_first(kube_emulator: Emulator) -> None:
     assert kube_emulator.rollouts is not None and kube_emulator.rollouts.idle(0)
     started = time.monotonic()
     apply(kube_emulator, DEPLOYMENT)
-    assert kube_emulator.wait_for(lambda: "status" in current(kube_emulator))
+    # Created with an empty status: wait for the rollout's first write, not for the key.
+    assert kube_emulator.wait_for(
+        lambda: "updatedReplicas" in (current(kube_emulator).get("status") or {})
+    )
     status = current(kube_emulator)["status"]
     if time.monotonic() - started < 0.25:  # still inside the delay
         assert status["updatedReplicas"] == 2 and status["unavailableReplicas"] == 2

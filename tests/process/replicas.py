@@ -67,7 +67,7 @@ APP = textwrap.dedent(
     @configs.reconcile()
     def reconcile(config: ConfigMap, ctx: Context) -> ConfigMap:
         note(f"start {config.name}")
-        time.sleep(float(os.environ["PASS_SECONDS"]))
+        time.sleep(float(os.environ["PASS_SECONDS"]))  # the pass's work: a queue stays deep
         ctx.event("Reconciled", f"by {NAME}")
         config.data = {**(config.data or {}), "managed-by": NAME}
         return config
@@ -99,6 +99,11 @@ class Replica:
 
     def signal(self, signum: signal.Signals) -> None:
         self.process.send_signal(signum)
+
+    def stopped(self) -> bool:
+        """Whether the kernel has stopped the process (SIGSTOP delivered, not only sent)."""
+        stat = Path(f"/proc/{self.process.pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
 
     def output(self) -> str:
         return self.stderr.read_text()

@@ -87,7 +87,7 @@ def test_a_warm_standby_syncs_its_cache_before_leading_and_reconciles_on_takeove
     def cached() -> int:
         try:
             return len(manager.cached(ConfigMap).list())
-        except InformerNotSynced:
+        except (InformerNotSynced, ValueError):  # ValueError: its runtime not listed yet
             return -1
 
     assert wait_until(lambda: cached() == 20, timeout=30)

@@ -1,7 +1,8 @@
 """Scenario 6: a running WebhookHost under abuse, all at once — half-open TCP connections,
 idle TLS clients, a slow-loris client dripping its request, malformed, oversized and
 wrong-kind reviews, a crashing handler — while a well-behaved client keeps being answered
-correctly and promptly. (One-at-a-time cases live in tests/admission.)"""
+correctly: its answers go on while each abuse holds its connection, each within the client's
+5 s timeout. (One-at-a-time cases live in tests/admission.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import json
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -102,7 +102,9 @@ def server(tmp_path: Path) -> Iterator[Server]:
         keyfile=str(tmp_path / "tls.key"),
         host="127.0.0.1",
         port=0,
-        limits=ConnectionLimits(handshake_timeout=3, idle_timeout=10),
+        # The slow loris drips its body for about 2 s: the default 2 s body grace would
+        # answer it 408 on a loaded machine (tests/admission proves the body limits).
+        limits=ConnectionLimits(handshake_timeout=3, idle_timeout=10, body_grace=10),
         reload_interval=0,
     )
     host.start()
@@ -128,8 +130,15 @@ def correct(answer: tuple[int, Any], uid: str) -> bool:
 
 def test_abuse_all_at_once_does_not_stop_correct_answers(server: Server) -> None:
     stop = threading.Event()
-    latencies: list[float] = []
+    answered = threading.Condition()
+    correct_answers = [0]
     wrong: list[Any] = []
+
+    def answers_go_on(more: int = 3) -> bool:
+        """Wait for `more` correct answers to the well-behaved client from now on."""
+        with answered:
+            target = correct_answers[0] + more
+            return answered.wait_for(lambda: correct_answers[0] >= target or bool(wrong), 30)
 
     def well_behaved() -> None:
         # Alternates fresh connections (new handshakes) and one kept-alive connection.
@@ -137,16 +146,18 @@ def test_abuse_all_at_once_does_not_stop_correct_answers(server: Server) -> None
         i = 0
         while not stop.is_set():
             uid = f"good-{i}"
-            started = time.monotonic()
             try:
                 answer = server.post(review(uid), kept if i % 2 else None)
             except (OSError, http.client.HTTPException) as error:
                 answer = (0, {"error": repr(error)})
                 kept.close()
                 kept = server.connection()
-            latencies.append(time.monotonic() - started)
-            if not correct(answer, uid):
-                wrong.append(answer)
+            with answered:
+                if correct(answer, uid):
+                    correct_answers[0] += 1
+                else:
+                    wrong.append(answer)
+                answered.notify_all()
             i += 1
         kept.close()
 
@@ -163,6 +174,7 @@ def test_abuse_all_at_once_does_not_stop_correct_answers(server: Server) -> None
         partial = server.raw()
         partial.sendall(b"\x16\x03\x01\x00")
         abusers.append(partial)
+        assert answers_go_on(), wrong  # answered while all of them hold their connections
 
         # Slow loris: a whole request, a few bytes every 20 ms (~2 s), then answered.
         body = review("slow")
@@ -177,6 +189,8 @@ def test_abuse_all_at_once_does_not_stop_correct_answers(server: Server) -> None
         for offset in range(0, len(request), step):
             slow.sendall(request[offset : offset + step])
             pause.wait(0.02)  # the client's pace, not a wait for a condition
+            if offset // step == 5:  # within its headers (10 s allowed for them)
+                assert answers_go_on(), wrong  # answered while the slow client drips
         reply = b""
         while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
             chunk = slow.recv(65536)
@@ -194,6 +208,7 @@ def test_abuse_all_at_once_does_not_stop_correct_answers(server: Server) -> None
         assert server.post(huge)[0] == 413
         assert server.post(review("crash", {"crash": "1"}))[0] == 500
         assert correct(server.post(review("after-crash")), "after-crash")
+        assert answers_go_on(), wrong
     finally:
         stop.set()
         good.join(30)
@@ -201,8 +216,6 @@ def test_abuse_all_at_once_does_not_stop_correct_answers(server: Server) -> None
             sock.close()
     assert not good.is_alive()
     assert wrong == []
-    assert len(latencies) >= 10
-    assert max(latencies) < 2.0, f"slowest correct answer took {max(latencies):.2f}s"
     # And after the abusers left, the server still serves new clients.
     assert correct(server.post(review("last")), "last")
     assert server.host.serving

@@ -26,6 +26,7 @@ LEASES = ("coordination.k8s.io", "v1", "leases")
 
 APP = textwrap.dedent(
     f"""
+    import logging
     import os
     import threading
 
@@ -38,15 +39,26 @@ APP = textwrap.dedent(
     configs = app.controller(
         ConfigMap, label_selector="{LABEL}=true", workers=2, shutdown_timeout=15
     )
+    signalled = threading.Event()
+
+
+    class Signalled(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("Received SIGTERM"):
+                signalled.set()
+
+
+    logging.getLogger("cloudcoil_sync").addHandler(Signalled())
 
     @configs.reconcile()
     def reconcile(cm: ConfigMap) -> ConfigMap:
         data = dict(cm.data or {{}})
         if data.get("slow") and "echo" not in data:
-            # Announce the pass is in flight, then work for a while (the drain must wait).
+            # Announce the pass is in flight; it ends only once SIGTERM was received, so the
+            # drain must wait for it (then a little work after the signal).
             with open(os.environ["IN_FLIGHT"], "w") as marker:
                 marker.write(cm.name)
-            threading.Event().wait(1.5)
+            assert signalled.wait(30), "no SIGTERM"
         data["echo"] = data.get("value", "")
         cm.data = data
         return cm

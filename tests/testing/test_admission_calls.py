@@ -366,7 +366,7 @@ def test_url_client_config_and_timeout(
             f'failed to call webhook: Post "https://127.0.0.1:{silent.port}/x?timeout=1s": '
             "context deadline exceeded"
         )
-        assert 0.9 <= elapsed < 4
+        assert elapsed >= 0.9  # the 1 s timeout, not sooner (the message says which)
     finally:
         silent.close()
 

@@ -6,7 +6,6 @@ import json
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 import requests
 from waiting import wait_until
 
+import cloudcoil_sync.testing._internal.watch as emulator_watch
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import Client, configmap
@@ -209,7 +209,10 @@ def test_concurrent_writers_every_event_seen_once_in_order(
     assert all(types == ["ADDED", "MODIFIED"] for types in per_object.values())
 
 
-def test_idle_watch_of_a_departed_client_is_released(client: Client) -> None:
+def test_idle_watch_of_a_departed_client_is_released(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(emulator_watch, "PEER_CHECK", 0.2)  # the check's period, not what it finds
     emulator = client.emulator
     response = client.get(CM + "?watch=true&timeoutSeconds=120", stream=True)
     assert emulator.wait_for(lambda: emulator.open_watches == 1)
@@ -252,19 +255,24 @@ def _raw_watch(client: Client, query: str) -> ssl.SSLSocket:
     return sock
 
 
-def test_a_watch_whose_client_left_is_ended_while_idle_and_while_busy(client: Client) -> None:
+def test_a_watch_whose_client_left_is_ended_while_idle_and_while_busy(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     emulator = client.emulator
+    monkeypatch.setattr(emulator_watch, "PEER_CHECK", 0.2)
     idle = _raw_watch(client, "labelSelector=none%3Dmatch&timeoutSeconds=60")
     assert wait_until(lambda: emulator.open_watches == 1, 5)
     idle.close()  # no event will ever be written to it: only the peer check can notice
     assert emulator.watches.wait_closed(6.0)
+    # From here the periodic check never comes within the test: only events can reveal it.
+    monkeypatch.setattr(emulator_watch, "PEER_CHECK", 600.0)
     unrelated = _raw_watch(client, "labelSelector=none%3Dmatch&timeoutSeconds=60")
     assert wait_until(lambda: emulator.open_watches == 1, 5)
     unrelated.close()
-    give_up, i = time.monotonic() + 1.0, 0  # under the 2 s idle check: events must not hide it
-    while emulator.open_watches and time.monotonic() < give_up:
-        client.post(CM, configmap(f"other-{i}"))  # events this watch filters out
-        i += 1
+    for i in range(1000):  # events this watch filters out must not hide that its client left
+        client.post(CM, configmap(f"other-{i}"))
+        if emulator.open_watches == 0:
+            break
     assert emulator.open_watches == 0
     busy = _raw_watch(client, "timeoutSeconds=60")
     assert wait_until(lambda: emulator.open_watches == 1, 5)
