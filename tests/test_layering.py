@@ -2,8 +2,8 @@
 
 The graph is read from the source (``tests/source_graph.py``): every import counts, including
 those under ``TYPE_CHECKING`` and inside functions. Layers, top to bottom:
-application → controller, admission, crd → client; ``testing`` may import anything, but nothing
-in the product imports ``testing``.
+application → sharding → controller, admission, crd → client; ``testing`` may import anything,
+but nothing in the product imports ``testing``.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ from tests.source_graph import PACKAGE, cycles, import_graph, modules
 
 #: package → packages it must never import (directly, in any module).
 FORBIDDEN = {
-    "client": {"application", "controller", "admission", "crd", "testing"},
-    "controller": {"application", "testing"},
-    "admission": {"application", "testing"},
-    "crd": {"application", "testing"},
+    "client": {"application", "sharding", "controller", "admission", "crd", "testing"},
+    "controller": {"application", "sharding", "testing"},
+    "admission": {"application", "sharding", "testing"},
+    "crd": {"application", "sharding", "testing"},
+    "sharding": {"application", "admission", "testing"},
     "application": {"testing"},
 }
 #: Modules outside the packages (helpers and ``_compat``) import no package of the product.
-PACKAGES = {"application", "controller", "admission", "crd", "client", "testing"}
+PACKAGES = {"application", "sharding", "controller", "admission", "crd", "client", "testing"}
 
 
 def package_of(module: str) -> str:

@@ -31,6 +31,7 @@ from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.health import HealthServer
 from cloudcoil_sync.controller._internal.leader import LeaderElection
 from cloudcoil_sync.crd import CRD
+from cloudcoil_sync.sharding._internal.settings import Sharding
 
 if TYPE_CHECKING:
     from cloudcoil_sync.application._internal.install import Applied
@@ -77,6 +78,7 @@ class Application:
         webhook: WebhookServer | None = None,
         leader_election: LeaderElection | bool | None = None,
         health: HealthServer | None = None,
+        sharding: Sharding | None = None,
     ) -> None:
         install_for_script()
         self.name = dns_label(name, "Application name")
@@ -99,6 +101,14 @@ class Application:
         )
         if self.leader_election is not None and self.leader_election.config not in (None, config):
             raise ValueError("Application leader election must share the operator Config")
+        self.sharding = _optional(sharding, Sharding, "sharding")
+        if self.sharding is not None:
+            if self.leader_election is not None:
+                raise ValueError(
+                    "leader_election and sharding are mutually exclusive: sharding runs every "
+                    "replica on its own share (pass one of them)"
+                )
+            self.sharding.bind(self.name, self.namespace)
         self.controllers: tuple[Controller[Any], ...] = ()
         self.crds: tuple[CRD, ...] = ()
         self.lifespans = Lifespans(self._check_registration)
@@ -216,6 +226,7 @@ class Application:
             crds=[(crd.resource, crd.manifest()) for crd in self.crds],
             rules=self.rules,
             lease=None if election is None else (election.name, election.namespace),
+            sharding=None if self.sharding is None else self.sharding.namespace,
             webhook=self.webhook,
             routes=list(table.routes.values()) if self.webhook is not None else [],
             health=self.health,

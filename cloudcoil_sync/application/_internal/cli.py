@@ -163,7 +163,7 @@ def deployment_options(function: F) -> F:
             type=click.IntRange(min=1),
             default=1,
             show_default=True,
-            help="Deployment replicas (configure leader election for more than one).",
+            help="Deployment replicas (configure leader election or sharding for more than one).",
         ),
         click.option(
             "--without-webhooks",

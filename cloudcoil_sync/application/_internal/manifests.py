@@ -56,6 +56,7 @@ class Definition:
     (``Application.definition()`` builds it).
 
     ``crds`` pairs each CRD's model with its manifest; ``lease`` is (name, namespace or None);
+    ``sharding`` the namespace of a sharded operator's shard and ring Leases;
     ``routes`` are the webhook server's admission routes; ``shutdown_timeout`` bounds the drain
     on SIGTERM (controllers, then the webhook server). ``selector_namespaces`` maps a primary
     (group, version, kind) to the namespaces its controllers watch (None: all), for default
@@ -68,6 +69,7 @@ class Definition:
     crds: Sequence[tuple[type[Resource], dict[str, Any]]] = ()
     rules: Sequence[RBACRule] = ()
     lease: tuple[str, str | None] | None = None
+    sharding: str | None = None  # the namespace of a sharded operator's Leases
     webhook: WebhookServer | None = None
     routes: Sequence[Route] = ()
     health: HealthServer | None = None
@@ -141,6 +143,7 @@ def assemble(
                 health=definition.health,
                 resources=resources,
                 grace=grace_period(definition.shutdown_timeout),
+                sharded=definition.sharding is not None,
             )
         )
     if webhook is not None:
@@ -167,6 +170,7 @@ def _identity_documents(
         rules=[*definition.rules, *(_metrics_auth_rules() if secure_metrics else ())],
         crds=definition.crds,
         lease=definition.lease,
+        shard_leases=definition.sharding,
     )
     documents = [manifest for _, manifest in sorted(definition.crds, key=_crd_name)]
     documents.append(
@@ -281,13 +285,16 @@ def deployment(
     health: HealthServer | None,
     resources: dict[str, Any] | None = None,
     grace: int = _DEFAULT_GRACE,
+    sharded: bool = False,
 ) -> dict[str, Any]:
     """The operator Deployment: one ``operator`` container running ``run``.
+
+    A sharded operator's Pods take their shard identity from their name.
 
     Probes use the webhook listener (HTTPS) or else a ``HealthServer`` (HTTP). The pod runs
     with ``runAsNonRoot``, so the image must declare a numeric non-root ``USER``.
     """
-    container, volumes = _container(image, command, webhook, health, resources)
+    container, volumes = _container(image, command, webhook, health, resources, sharded)
     labels = {NAME_LABEL: name}
     pod_spec: dict[str, Any] = {
         "serviceAccountName": name,
@@ -314,6 +321,7 @@ def _container(
     webhook: WebhookServer | None,
     health: HealthServer | None,
     resources: dict[str, Any] | None,
+    sharded: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The ``operator`` container and the pod volumes it mounts."""
     container: dict[str, Any] = {
@@ -327,6 +335,13 @@ def _container(
             }
         ],
     }
+    if sharded:
+        container["env"].append(
+            {
+                "name": "CLOUDCOIL_SHARD_IDENTITY",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+            }
+        )
     if command is not None:
         container["command"] = list(command)
     # A read-only root filesystem still needs a writable /tmp (tempfile, libraries).

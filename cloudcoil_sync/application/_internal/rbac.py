@@ -272,11 +272,13 @@ def infer_permissions(
     rules: Sequence[Any] = (),
     crds: Sequence[tuple[type[Any], Mapping[str, Any]]] = (),
     lease: tuple[str, str | None] | None = None,
+    shard_leases: str | None = None,
 ) -> Permissions:
     """The operator's runtime permissions (reference table, 0.8 semantics plus pruning).
 
     ``namespace`` is the operator namespace; ``crds`` pairs each CRD's model with its manifest;
-    ``lease`` is the leader-election (name, namespace or None) if election is configured.
+    ``lease`` is the leader-election (name, namespace or None) if election is configured;
+    ``shard_leases`` the namespace of a sharded operator's Leases (their names are per Pod).
     """
     table = IdentityTable()
     for _, manifest in crds:
@@ -309,6 +311,12 @@ def infer_permissions(
         permissions.grant(leases, ("create",), lease_namespace)
         # watch: standbys wait on the Lease instead of polling it (a release wakes them).
         permissions.grant(leases, ("get", "update", "watch"), lease_namespace, names=(lease_name,))
+    if shard_leases is not None:
+        # Each replica creates and renews its own shard Lease; the coordinator lists and
+        # watches them all and competes for the ring Lease. Objects: the primary and owned
+        # kinds already have `patch` (the assignment labels).
+        verbs = ("create", "get", "list", "watch", "update", "patch")
+        permissions.grant(ApiIdentity(*_LEASES, "Namespaced"), verbs, shard_leases)
     return permissions
 
 

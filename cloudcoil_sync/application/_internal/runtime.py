@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from cloudcoil_sync.controller._internal.definition import Controller
     from cloudcoil_sync.controller._internal.health import HealthServer
     from cloudcoil_sync.controller._internal.leader import LeaderElection
+    from cloudcoil_sync.sharding._internal.election import RingElection
+    from cloudcoil_sync.sharding._internal.settings import Sharding
 
 __all__ = ["ATTACHED", "IDLE", "RunState", "RunnableApp", "run", "wait_ready"]
 
@@ -59,6 +61,7 @@ class RunnableApp(Protocol):
     controllers: tuple[Controller[Any], ...]
     lifespans: Lifespans
     leader_election: LeaderElection | None
+    sharding: Sharding | None
     health: HealthServer | None
     webhook: WebhookServer | None
 
@@ -221,8 +224,11 @@ class _Components:
         self.manager: _ManagerService | None = None
         self.host: Any = None
         self.admission: Any = None
+        self.ring: RingElection | None = None  # a sharded replica's bid for the ring Lease
         election = app.leader_election
         self.identity = election.identity if election is not None else None
+        if app.sharding is not None:
+            self.identity = app.sharding.identity
 
     def run(self) -> None:
         app = self.app
@@ -236,6 +242,7 @@ class _Components:
                 if self.manager is not None:
                     limit = max(c.shutdown_timeout for c in app.controllers)
                     self.group.add(self.manager, stop_timeout=limit + _MANAGER_STOP_MARGIN)
+                    self._add_ring()
                 self.group.start()
                 if self.host is not None:
                     host = self.host
@@ -260,13 +267,20 @@ class _Components:
             def leader() -> Any:
                 return lifespans.enter("leader", self.identity)
 
+        election, shard = app.leader_election, None
+        if app.sharding is not None:
+            from cloudcoil_sync.sharding._internal.shard import ShardElection, ShardFilter
+
+            election, shard = ShardElection(app.sharding, self.config), ShardFilter(app.sharding)
+            shard.bind_metrics(self.metrics.registry)
         manager = Manager(
             *app.controllers,
             config=self.config,
-            leader_election=app.leader_election,
+            leader_election=election,
             health=app.health,
             leader_lifespan=leader,
             metrics=self.metrics,
+            shard=shard,
         )
         manager.subscribe(self.state.touch)
         self.manager = _ManagerService(manager, self.stop)
@@ -298,6 +312,20 @@ class _Components:
         timeout = float(webhook.shutdown_timeout)
         self.group.add(self.host, stop_timeout=timeout)
 
+    def _add_ring(self) -> None:
+        """A sharded replica also competes for the ring Lease (to coordinate): a member
+        after the manager, so it stops first."""
+        sharding = self.app.sharding
+        if sharding is None:
+            return
+        from cloudcoil_sync.sharding._internal.coordinator import CoordinatorMetrics, sharded_kinds
+        from cloudcoil_sync.sharding._internal.election import RingElection
+
+        kinds = sharded_kinds(self.app.controllers, self.config.namespace)
+        metrics = CoordinatorMetrics(sharding.ring_name, self.metrics.registry)
+        self.ring = RingElection(sharding, self.config, kinds, metrics)
+        self.group.add(self.ring, stop_timeout=_MANAGER_STOP_MARGIN)
+
     def _wait(self) -> None:
         """Until stop, or until a component ends by itself (a failure): one event, both."""
         self.group.wait()
@@ -318,6 +346,8 @@ class _Components:
         if manager is not None and manager.name in self.group.late:
             limit = max(c.shutdown_timeout for c in self.app.controllers) + _MANAGER_STOP_MARGIN
             errors.append(RuntimeError(f"The controller manager did not stop within {limit:g}s"))
+        if self.ring is not None and self.ring.name in self.group.late:
+            errors.append(RuntimeError("The ring coordinator did not stop in time"))
         if self.host is not None and self.host.name in self.group.late:
             log.warning("Admission requests still running after the webhook's shutdown_timeout")
         for error in (*([manager.error] if manager is not None else []), *self.group.stop_errors):

@@ -28,7 +28,7 @@ from cloudcoil_sync.controller._internal.context import QueuedEvent
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
 
-__all__ = ["EVENTS", "EventRecorder", "EventType"]
+__all__ = ["EVENTS", "EventRecorder", "EventType", "recorder_for"]
 
 EventType = Literal["Normal", "Warning"]
 EVENTS = ("events.k8s.io", "v1", "events")
@@ -207,3 +207,16 @@ def _reference(resource: Resource | Mapping[str, Any]) -> dict[str, str] | None:
 def _micro_time(moment: datetime) -> str:
     """metav1.MicroTime: RFC 3339 with exactly six fractional digits, UTC as Z."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def recorder_for(
+    events: bool | EventRecorder, reporting_controller: str, config: Config
+) -> EventRecorder | None:
+    """A controller's recorder (its own, or one for `reporting_controller`), bound to `config`
+    unless it has one; None when the controller records no Events."""
+    if events is False:
+        return None
+    recorder = events if isinstance(events, EventRecorder) else EventRecorder(reporting_controller)
+    if recorder.config is None:
+        recorder.bind(config)
+    return recorder

@@ -44,6 +44,7 @@ from cloudcoil_sync.controller._internal.term import Passes, Term
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
+    from cloudcoil_sync.controller._internal.share import Share
 
 __all__ = ["Manager"]
 
@@ -72,6 +73,7 @@ class Manager:
         health: HealthServer | None = None,
         leader_lifespan: LeaderLifespan | None = None,
         metrics: OperatorMetrics | None = None,
+        shard: Share | None = None,
     ) -> None:
         if not controllers:
             raise ValueError("A manager needs at least one controller")
@@ -96,6 +98,7 @@ class Manager:
         self.leader_election = leader_election
         self.health = health
         self._leader_lifespan = leader_lifespan
+        self._shard = shard  # a sharded replica's: informers narrowed to its share
         self._metrics = metrics or OperatorMetrics()
         self._metrics.manager(
             healthy=lambda: self.healthy,
@@ -379,6 +382,7 @@ class Manager:
                 name=name,
                 on_fatal=self._on_fatal,
                 term=term,
+                shard=self._shard,
             )
             with self._lock:  # a new pool's informer is counted with the runtime reading it
                 self._pools.setdefault(id(config), pool)

@@ -1,27 +1,18 @@
 """`ControllerRuntime`: one definition `Controller` running against one Config.
 
-A Manager (or a test) builds one `InformerPool` per Config, one `ControllerRuntime` per
-controller (its constructor registers every informer handler, without I/O), then starts
-and stops them in order::
+A Manager (or a test) builds one `InformerPool` per Config and one `ControllerRuntime` per
+controller (its constructor registers every informer handler, without I/O), starts them all
+(the pooled informers start once every handler is registered), waits for each to sync
+(within sync_timeout; then its workers start), and stops them in reverse (in-flight passes
+finish within shutdown_timeout) before the pool. A runtime given no pool makes its own and
+stops it in `stop()`.
 
-    pool = InformerPool(config)
-    runtimes = [ControllerRuntime(c, config, informers=pool, metrics=m) for c in controllers]
-    for runtime in runtimes:
-        runtime.start()                 # starts pooled informers (handlers all registered)
-    for runtime in runtimes:
-        runtime.wait_synced()           # within sync_timeout; then its workers start
-    ...
-    for runtime in reversed(runtimes):
-        runtime.stop()                  # in-flight passes finish (shutdown_timeout)
-    pool.stop()
-
-A runtime given no pool makes its own and stops it in `stop()`. Events become keys on the
-informer threads: primary events key themselves (status-only updates are ignored unless
-`status_updates`), owned children key their controller-owner, watched dependencies key
-what the mapper returns (a mapper exception is fatal). A pass runs the finalizer step, the
-controller's handlers, then stages its status onto what the handler returned; the worker
-persists it; failures report status through `PassHooks`; queued Events are flushed once
-the pass has settled.
+Events become keys on the informer threads: primary events key themselves (status-only
+updates are ignored unless `status_updates`), owned children key their controller-owner,
+watched dependencies key what the mapper returns (a mapper exception is fatal). A pass runs
+the finalizer step, the controller's handlers, then stages its status onto what the handler
+returned; the worker persists it; failures report status through `PassHooks`; queued
+Events are flushed once the pass has settled.
 """
 
 from __future__ import annotations
@@ -42,7 +33,7 @@ from cloudcoil_sync.client._internal.fence import current as current_fence
 from cloudcoil_sync.controller._internal.cache import CachedResources
 from cloudcoil_sync.controller._internal.children import prune_children
 from cloudcoil_sync.controller._internal.context import Request
-from cloudcoil_sync.controller._internal.events import EventRecorder
+from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.finalizers import Step, finalizer_step
 from cloudcoil_sync.controller._internal.informer import Informer
 from cloudcoil_sync.controller._internal.informer_pool import InformerPool
@@ -63,6 +54,7 @@ from cloudcoil_sync.controller._internal.worker_pool import WorkerPool
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
     from cloudcoil_sync.controller._internal.definition import Controller
+    from cloudcoil_sync.controller._internal.share import Share
 
 __all__ = ["ControllerRuntime", "InformerPool", "SyncTimeout"]
 
@@ -89,6 +81,7 @@ class ControllerRuntime:
         base_delay: float = 1.0,
         max_delay: float = 60.0,
         term: Term | None = None,
+        shard: Share | None = None,
     ) -> None:
         """Attach to `controller` and register informer handlers (no I/O, no threads).
 
@@ -96,7 +89,8 @@ class ControllerRuntime:
         case); `on_fatal` is called once, from the failing thread, when an informer dies
         or a watch mapper raises. `base_delay`/`max_delay` tune the retry backoff. `term`
         (shared by a Manager's runtimes) decides when passes may start and fences their
-        writes; without one the runtime has its own, closed by `stop()`.
+        writes; without one the runtime has its own, closed by `stop()`. `shard` (a sharded
+        replica's) narrows the primary and owned informers to its share and answers drains.
         """
         if controller.runtime is not None:
             raise RuntimeError("Controller instances can only run once")
@@ -128,9 +122,10 @@ class ControllerRuntime:
         self._mapping = self._client.mapping
         self._informers: dict[type[Resource], Informer] = {}
         self._all: list[Informer] = []
+        self._shard = shard
         self.primary = self._wire_informers()
         self._pruned = controller.pruned
-        self.recorder = self._recorder(controller.events)
+        self.recorder = recorder_for(controller.events, controller.reporting_controller, config)
         self.pass_runner, self.workers = self._pass_machinery()
         self._bind_metrics()
         controller.attach(self)
@@ -147,18 +142,21 @@ class ControllerRuntime:
 
     def _wire_informers(self) -> Informer:
         """Register the handlers that turn events into keys; the primary informer."""
-        controller = self.controller
+        controller, shard = self.controller, self._shard
+        narrow = shard.selector if shard is not None else lambda base: base
         primary = self._informer(
             controller.resource,
             controller.watched_namespace(self._config.namespace),
-            controller.label_selector,
+            narrow(controller.label_selector),
         )
+        if shard is not None:
+            shard.count(primary)
         primary.add_handler(
             on_add=self._on_primary, on_update=self._on_primary_update, on_delete=self._on_primary
         )
         scope = self.primary_scope
         for owned in controller.owned:
-            child = self._informer(owned.resource, scope, None)
+            child = self._informer(owned.resource, scope, narrow(None))
             child.add_handler(
                 on_add=self._on_child,
                 on_update=self._on_child,
@@ -219,18 +217,6 @@ class ControllerRuntime:
         if informer not in self._all:
             self._all.append(informer)
         return informer
-
-    def _recorder(self, events: bool | EventRecorder) -> EventRecorder | None:
-        if events is False:
-            return None
-        recorder = (
-            events
-            if isinstance(events, EventRecorder)
-            else EventRecorder(self.controller.reporting_controller)
-        )
-        if recorder.config is None:
-            recorder.bind(self._config)
-        return recorder
 
     # -- event → key --------------------------------------------------------------------------
 
@@ -299,6 +285,9 @@ class ControllerRuntime:
 
     def _handle(self, key: ResourceKey, working: Resource | None) -> object:
         self.term.check()  # the moment a pass starts: never after a stop or past the deadline
+        shard = self._shard
+        if shard is not None and working is not None and shard.release(self._client, working):
+            return None  # drained: the object's next shard reconciles it
         request: Request[Any] = Request(key, working, self, source=self._source(key, working))
         with self._lock:
             self._passes[key] = request
