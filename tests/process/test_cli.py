@@ -51,8 +51,10 @@ def when_ready(app: Application, action: object) -> threading.Thread:
     """Run `action()` on a thread once `app` is ready (the CLI blocks the main thread)."""
 
     def target() -> None:
-        app.wait_ready(timeout=20)
-        action()  # type: ignore[operator]
+        try:
+            app.wait_ready(timeout=20)
+        finally:
+            action()  # type: ignore[operator]  # even when not ready: the CLI must end
 
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
@@ -71,8 +73,10 @@ def test_a_signal_stops_gracefully_and_handlers_are_restored(
     def reconciled_then_signal() -> None:
         # Ready means synced with workers running, not that the first pass has written:
         # the signal waits for that write, or a stop could (rightly) refuse the pass.
-        reconciled.append(wait_until(lambda: managed(kube_emulator, "cli"), timeout=15))
-        os.kill(os.getpid(), signum)
+        try:
+            reconciled.append(wait_until(lambda: managed(kube_emulator, "cli"), timeout=15))
+        finally:
+            os.kill(os.getpid(), signum)  # always: a CLI left running would hang the suite
 
     helper = when_ready(app, reconciled_then_signal)
     build_cli(app).main(["run", "--log-format", "json", "--log-level", "debug"])

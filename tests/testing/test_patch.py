@@ -110,10 +110,11 @@ def patched(draw: st.DrawFn) -> tuple[Any, list[dict[str, Any]]]:
                 op["value"] = _walk(state, _tokens(path))
         try:
             state = _reference(state, [op])
-        except (IndexError, KeyError, TypeError):
+        except (IndexError, KeyError, TypeError, ValueError):
             # A move whose target was a later element of the list its source left: the
             # target no longer exists once the source is removed (RFC 6902), or is now the
-            # next element, which may be no object (TypeError), so no such op.
+            # next element, which may be no object (TypeError) or a list ("n" is no index:
+            # ValueError), so no such op.
             continue
         ops.append(op)
     return doc, ops

@@ -23,9 +23,10 @@ from cloudcoil_sync.admission._internal.routes import (
     RouteTable,
     ScopedAdmission,
 )
-from cloudcoil_sync.application._internal import composition
+from cloudcoil_sync.application._internal import composition, runtime
 from cloudcoil_sync.application._internal.lifecycle import Lifespans, LifespanScope
 from cloudcoil_sync.application._internal.manifests import Definition
+from cloudcoil_sync.application._internal.runtime import ATTACHED, IDLE, RunState
 from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServer
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.health import HealthServer
@@ -36,7 +37,6 @@ from cloudcoil_sync.sharding._internal.settings import Sharding
 if TYPE_CHECKING:
     from cloudcoil_sync.application._internal.install import Applied
     from cloudcoil_sync.application._internal.progress import Progress
-    from cloudcoil_sync.application._internal.runtime import RunState
     from cloudcoil_sync.application._internal.uninstall import Removed
     from cloudcoil_sync.client import Config
     from cloudcoil_sync.controller._internal.manager import Manager
@@ -358,8 +358,6 @@ class Application:
 
     def run(self, *, stop: threading.Event | None = None) -> None:
         """Serve admission and run controllers until `stop` is set (no signal handlers)."""
-        from cloudcoil_sync.application._internal.runtime import ATTACHED, RunState, run
-
         if self._run_state is not None:
             raise RuntimeError("Application instances can only run once")
         self.validate_definition(freeze=True)
@@ -368,11 +366,9 @@ class Application:
                 raise RuntimeError("Application instances can only run once")
             self._run_state = state = RunState()
             ATTACHED.notify_all()  # a wait_ready called before run
-        run(self, state, stop=stop)
+        runtime.run(self, state, stop=stop)
 
     def _state(self) -> RunState:
-        from cloudcoil_sync.application._internal.runtime import IDLE
-
         return self._run_state if self._run_state is not None else IDLE
 
     @property
@@ -392,9 +388,7 @@ class Application:
 
     def wait_ready(self, timeout: float = 30) -> None:
         """Block until `ready`; raises the run's failure, or if it stopped first."""
-        from cloudcoil_sync.application._internal.runtime import wait_ready
-
-        wait_ready(self._state, timeout)
+        runtime.wait_ready(self._state, timeout)
 
     def main(self, argv: Sequence[str] | None = None) -> None:
         """The `manifests` / `install` / `uninstall` / `run` / `certs` command line."""
