@@ -11,11 +11,11 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 
-# Two pytest-xdist workers: most of the suite waits (leases, deadlines, subprocesses), so two
-# processes overlap their waits (docs/contributing.md has the figures); an idle worker takes
-# tests queued on the other (worksteal), so one long scenario does not end the run alone.
-# WORKERS=0: one process.
-WORKERS ?= 2
+# Three pytest-xdist workers on two cores: most of the suite waits (leases, deadlines,
+# subprocesses), so the processes overlap their waits (docs/contributing.md has the figures);
+# an idle worker takes tests queued on another (worksteal), so one long scenario does not end
+# the run alone. WORKERS=0: one process.
+WORKERS ?= 3
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist worksteal
 
