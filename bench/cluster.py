@@ -92,6 +92,61 @@ def shutdown_stream(resp: requests.Response | None) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
+class LabelledConfigMaps:
+    """The labelled ConfigMaps of a namespace, listed then watched on a thread of its own.
+
+    A subclass keeps what it needs of each object in `_seen` (holding `cond`, which it
+    notifies); it sets up its own state before calling `__init__`, which lists at once.
+    """
+
+    def __init__(self, kubeconfig: str, namespace: str) -> None:
+        self.session, server = raw_session(kubeconfig)
+        self.base = f"{server}/api/v1/namespaces/{namespace}/configmaps"
+        self.cond = threading.Condition()
+        self.stop = threading.Event()
+        self.stream: Any = None
+        self.version = self._list()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _seen(self, obj: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _list(self) -> str:
+        params = {"labelSelector": f"{LABEL}=true", "limit": "500"}
+        while True:
+            doc = self.session.get(self.base, params=params, timeout=60).json()
+            for obj in doc["items"]:
+                self._seen(obj)
+            if not doc["metadata"].get("continue"):
+                return str(doc["metadata"]["resourceVersion"])
+            params["continue"] = doc["metadata"]["continue"]
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            params = {
+                "labelSelector": f"{LABEL}=true",
+                "watch": "1",
+                "resourceVersion": self.version,
+                "timeoutSeconds": "60",
+            }
+            with (
+                contextlib.suppress(Exception),
+                self.session.get(self.base, params=params, stream=True, timeout=90) as resp,
+            ):
+                self.stream = resp
+                for line in resp.iter_lines(chunk_size=None):
+                    if line:
+                        event = json.loads(line)
+                        if event["type"] in ("ADDED", "MODIFIED"):
+                            self.version = event["object"]["metadata"]["resourceVersion"]
+                            self._seen(event["object"])
+
+    def close(self) -> None:
+        self.stop.set()
+        shutdown_stream(self.stream)
+
+
 class WatchCounter:
     """How many labelled ConfigMaps of a namespace hold the target value: list, then watch."""
 

@@ -24,7 +24,6 @@ CLOCK_MONOTONIC, shared by the processes of one machine. Against a real cluster
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
@@ -36,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster import ClusterTarget, raw_session, shutdown_stream
+from cluster import ClusterTarget, LabelledConfigMaps
 from common import KEY, LABEL, ROOT, EmulatorProcess, machine
 
 SCENARIOS = ("sigterm-cold", "sigterm-warm", "sigkill-cold", "sigkill-warm")
@@ -96,30 +95,13 @@ def replica(name: str, namespace: str, warm: bool, stamps: str) -> None:
 # -- the driver -----------------------------------------------------------------------------
 
 
-class Holders:
+class Holders(LabelledConfigMaps):
     """Who wrote each labelled ConfigMap last (its `managed-by`), followed by list + watch."""
 
     def __init__(self, kubeconfig: str, namespace: str) -> None:
-        self.session, server = raw_session(kubeconfig)
-        self.base = f"{server}/api/v1/namespaces/{namespace}/configmaps"
         self.by: dict[str, str] = {}
         self.first: dict[str, float] = {}  # holder -> when its first write was seen
-        self.cond = threading.Condition()
-        self.stop = threading.Event()
-        self.stream: Any = None
-        self.version = self._list()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _list(self) -> str:
-        params = {"labelSelector": f"{LABEL}=true", "limit": "500"}
-        while True:
-            doc = self.session.get(self.base, params=params, timeout=60).json()
-            for obj in doc["items"]:
-                self._seen(obj)
-            if not doc["metadata"].get("continue"):
-                return str(doc["metadata"]["resourceVersion"])
-            params["continue"] = doc["metadata"]["continue"]
+        super().__init__(kubeconfig, namespace)
 
     def _seen(self, obj: dict[str, Any]) -> None:
         holder = (obj.get("data") or {}).get(KEY, "")
@@ -127,26 +109,6 @@ class Holders:
             self.by[obj["metadata"]["name"]] = holder
             self.first.setdefault(holder, time.monotonic())
             self.cond.notify_all()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            params = {
-                "labelSelector": f"{LABEL}=true",
-                "watch": "1",
-                "resourceVersion": self.version,
-                "timeoutSeconds": "60",
-            }
-            with (
-                contextlib.suppress(Exception),
-                self.session.get(self.base, params=params, stream=True, timeout=90) as resp,
-            ):
-                self.stream = resp
-                for line in resp.iter_lines(chunk_size=None):
-                    if line:
-                        event = json.loads(line)
-                        if event["type"] in ("ADDED", "MODIFIED"):
-                            self.version = event["object"]["metadata"]["resourceVersion"]
-                            self._seen(event["object"])
 
     def first_write(self, holder: str, timeout: float) -> float | None:
         with self.cond:
@@ -159,10 +121,6 @@ class Holders:
                 lambda: sum(1 for h in self.by.values() if h == holder) >= count, timeout
             )
             return time.monotonic() if done else None
-
-    def close(self) -> None:
-        self.stop.set()
-        shutdown_stream(self.stream)
 
 
 class Replica:

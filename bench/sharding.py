@@ -27,19 +27,17 @@ real cluster (`--kubeconfig`) the namespace is deleted at the end.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from cluster import ClusterTarget, raw_session, shutdown_stream
+from cluster import ClusterTarget, LabelledConfigMaps, raw_session
 from common import (
     KEY,
     LABEL,
@@ -74,30 +72,13 @@ def replica(name: str, namespace: str) -> None:
     app.main()
 
 
-class Placements:
+class Placements(LabelledConfigMaps):
     """Each labelled ConfigMap's (shard label, managed-by), followed by list + watch."""
 
     def __init__(self, kubeconfig: str, namespace: str) -> None:
-        self.session, server = raw_session(kubeconfig)
-        self.base = f"{server}/api/v1/namespaces/{namespace}/configmaps"
         self.now: dict[str, tuple[str | None, str | None]] = {}
         self.foreign = 0  # a write naming its writer while labelled for another shard
-        self.cond = threading.Condition()
-        self.stop = threading.Event()
-        self.stream: Any = None
-        self.version = self._list()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _list(self) -> str:
-        params = {"labelSelector": f"{LABEL}=true", "limit": "500"}
-        while True:
-            doc = self.session.get(self.base, params=params, timeout=60).json()
-            for obj in doc["items"]:
-                self._seen(obj)
-            if not doc["metadata"].get("continue"):
-                return str(doc["metadata"]["resourceVersion"])
-            params["continue"] = doc["metadata"]["continue"]
+        super().__init__(kubeconfig, namespace)
 
     def _seen(self, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
@@ -109,26 +90,6 @@ class Placements:
                 self.foreign += 1
             self.now[name] = (shard, writer)
             self.cond.notify_all()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            params = {
-                "labelSelector": f"{LABEL}=true",
-                "watch": "1",
-                "resourceVersion": self.version,
-                "timeoutSeconds": "60",
-            }
-            with (
-                contextlib.suppress(Exception),
-                self.session.get(self.base, params=params, stream=True, timeout=90) as resp,
-            ):
-                self.stream = resp
-                for line in resp.iter_lines(chunk_size=None):
-                    if line:
-                        event = json.loads(line)
-                        if event["type"] in ("ADDED", "MODIFIED"):
-                            self.version = event["object"]["metadata"]["resourceVersion"]
-                            self._seen(event["object"])
 
     def converged(self, shards: set[str], count: int, timeout: float) -> float | None:
         def done() -> bool:
@@ -148,10 +109,6 @@ class Placements:
             for shard, _ in self.now.values():
                 counts[str(shard)] = counts.get(str(shard), 0) + 1
             return counts
-
-    def close(self) -> None:
-        self.stop.set()
-        shutdown_stream(self.stream)
 
 
 class Replica:
