@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["ExitCallback", "Service", "ServiceGroup", "ServiceNotReady", "await_ready"]
+__all__ = ["ExitCallback", "Service", "ServiceGroup", "ServiceNotReady", "await_ready", "joined"]
 
 log = logging.getLogger("cloudcoil_sync.service")
 
@@ -59,6 +59,20 @@ class Service(Protocol):
 
 class ServiceNotReady(RuntimeError):
     """A service the start order waits for did not become ready in time."""
+
+
+def joined(thread: threading.Thread | None, timeout: float | None) -> bool:
+    """Join `thread` within `timeout` (``None``: no limit); whether it has ended.
+
+    True for no thread or one not running; False, without joining, when called from `thread`
+    itself (a stop from its own callback: it ends once that returns).
+    """
+    if thread is None or not thread.is_alive():
+        return True
+    if thread is threading.current_thread():
+        return False
+    thread.join(timeout)
+    return not thread.is_alive()
 
 
 def await_ready(

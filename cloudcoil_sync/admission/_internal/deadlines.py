@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from cloudcoil_sync._internal.service import joined
+
 __all__ = ["Timer", "Watchdog"]
 
 log = logging.getLogger("cloudcoil_sync.admission")
@@ -89,10 +91,7 @@ class Watchdog:
             self._stopping = True
             self._wake.notify()
             thread = self._thread
-        if thread is None:
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        return joined(thread, timeout)
 
     def schedule(self, deadline: float, callback: Callable[[], None]) -> Timer:
         """Run `callback` at `deadline` (time.monotonic) unless the timer is cancelled."""

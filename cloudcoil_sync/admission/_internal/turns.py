@@ -24,6 +24,8 @@ import time
 from collections import deque
 from collections.abc import Iterator
 
+from cloudcoil_sync._internal.service import joined
+
 __all__ = ["Turns"]
 
 
@@ -70,10 +72,7 @@ class Turns:
                 self._waiters.popleft()[1].release()
             self._wake.notify()
             thread = self._thread
-        if thread is None:
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        return joined(thread, timeout)
 
     @contextlib.contextmanager
     def turn(self) -> Iterator[None]:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup, await_ready
+from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup, await_ready, joined
 from cloudcoil_sync.controller._internal.manager import Manager
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
 
@@ -197,10 +197,7 @@ class _ManagerService:
         self._stop.set()
         self.manager.stop(timeout=0)  # wakes a wait on informers' first list
         thread = self._thread
-        if thread is None:
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        return joined(thread, timeout)
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         return self.manager.wait_ready(timeout)

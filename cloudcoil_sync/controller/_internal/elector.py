@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Any
 
-from cloudcoil_sync._internal.service import ExitCallback
+from cloudcoil_sync._internal.service import ExitCallback, joined
 from cloudcoil_sync.client._internal.errors import ClientError, Forbidden
 from cloudcoil_sync.controller._internal.lease import LeaseMachine
 
@@ -58,12 +58,7 @@ class Elector:
         interrupt = getattr(self.machine.api, "interrupt", None)
         if interrupt is not None:
             interrupt()  # a standby waiting on the Lease's watch
-        if self._thread is threading.current_thread():
-            return False  # stopped from on_exit: the thread ends once that returns
-        if not self._thread.is_alive():
-            return True  # never started, or already ended
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return joined(self._thread, timeout)  # False from on_exit: it ends once that returns
 
     def _main(self) -> None:
         try:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cloudcoil_sync._internal.service import ExitCallback
+from cloudcoil_sync._internal.service import ExitCallback, joined
 from cloudcoil_sync.client._internal.errors import APIError, Expired, api_error
 from cloudcoil_sync.controller._internal.listwatch import ClientListWatch, ListWatch, WatchStream
 from cloudcoil_sync.controller._internal.store import JSON, IndexFunc, Store, decode, object_key
@@ -162,12 +162,7 @@ class Informer:
         if watch is not None:
             _close_quietly(watch)
         thread = self._thread
-        if thread is None:
-            return True
-        if thread is threading.current_thread():
-            return False  # called from a handler or on_failure: the loop ends on its own
-        thread.join(timeout)
-        return not thread.is_alive()
+        return joined(thread, timeout)  # False from a handler or on_failure: it ends after
 
     @property
     def synced(self) -> bool:

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cloudcoil_sync._internal.service import ExitCallback
+from cloudcoil_sync._internal.service import ExitCallback, joined
 from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.sharding._internal.coordinator import (
     Coordinator,
@@ -84,10 +84,7 @@ class RingElection:
         if coordinator is not None:
             coordinator.wake()
         thread = self._thread
-        if thread is None:
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        return joined(thread, timeout)
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         return self._thread is not None  # competing is ready: coordinating is optional
