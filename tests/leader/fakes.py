@@ -16,8 +16,19 @@ from cloudcoil_sync.client._internal.errors import (
     Conflict,
     NotFound,
 )
+from cloudcoil_sync.controller._internal.lease import LeaseSettings
 
 log = logging.getLogger("tests.leader.fakes")
+
+#: The Lease settings of the state-machine tests (15/10/2 s, as client-go's defaults).
+SETTINGS = LeaseSettings(
+    name="lock",
+    namespace="ops",
+    identity="me",
+    lease_duration_seconds=15,
+    renew_deadline=10,
+    retry_period=2,
+)
 
 
 class FakeLeaseStore:

@@ -13,20 +13,12 @@ from cloudcoil_sync.client._internal.errors import (
     TooManyRequests,
     TransportError,
 )
-from cloudcoil_sync.controller._internal.lease import LeaseMachine, LeaseSettings
+from cloudcoil_sync.controller._internal.lease import LeaseMachine
 from cloudcoil_sync.controller._internal.lease_record import is_fatal
 
-from .fakes import FakeClock, FakeLeaseAPI, FakeLeaseStore
+from .fakes import SETTINGS, FakeClock, FakeLeaseAPI, FakeLeaseStore
 
 MICRO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
-SETTINGS = LeaseSettings(
-    name="lock",
-    namespace="ops",
-    identity="me",
-    lease_duration_seconds=15,
-    renew_deadline=10,
-    retry_period=2,
-)
 
 
 def make(store: FakeLeaseStore) -> tuple[LeaseMachine, FakeClock]:

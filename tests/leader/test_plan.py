@@ -12,18 +12,10 @@ from dataclasses import dataclass
 import pytest
 
 from cloudcoil_sync.client._internal.errors import ServerError
-from cloudcoil_sync.controller._internal.lease import Action, LeaseMachine, LeaseSettings
+from cloudcoil_sync.controller._internal.lease import Action, LeaseMachine
 
-from .fakes import FakeClock, FakeLeaseAPI, FakeLeaseStore
+from .fakes import SETTINGS, FakeClock, FakeLeaseAPI, FakeLeaseStore
 
-SETTINGS = LeaseSettings(
-    name="lock",
-    namespace="ops",
-    identity="me",
-    lease_duration_seconds=15,
-    renew_deadline=10,
-    retry_period=2,
-)
 RENEWED_FOR_14_S = tuple(step for _ in range(7) for step in (2.0, "renew"))
 HELD = {"holderIdentity": "other", "leaseDurationSeconds": 15}
 RELEASED = {"holderIdentity": "", "leaseDurationSeconds": 1}
