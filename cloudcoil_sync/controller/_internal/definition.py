@@ -31,10 +31,11 @@ if TYPE_CHECKING:
 
 __all__ = ["AttachedRuntime", "Controller", "Owned", "Watched"]
 
-# Four, where cloudcoil 0.8 and controller-runtime have one: a pass waits milliseconds for
-# each API write on a real server, so one thread reconciles ~100 objects/s at best, less than
-# kopf's default concurrency. Passes still never overlap for one key.
-DEFAULT_WORKERS = 4
+# Eight, where cloudcoil 0.8 and controller-runtime have one: a pass waits milliseconds for
+# each API write on a real server, so one thread reconciles ~100 objects/s at best, and four
+# stayed below kopf's default concurrency (bench/results-real.md). Passes still never overlap
+# for one key; idle workers cost no CPU.
+DEFAULT_WORKERS = 8
 
 T = TypeVar("T", bound=Resource)
 U = TypeVar("U", bound=Resource)
