@@ -84,11 +84,11 @@ def test_shared_informer_metrics_and_run_once(kube_emulator: Emulator, kube_conf
     calls = Calls()
     first, second = labelled(calls, "first"), labelled(calls, "second")
     manager = Manager(first, second, config=kube_config)
-    assert not manager.ready and not manager.healthy and manager.informer_count == 0
+    assert not manager.ready and not manager.healthy() and manager.informer_count == 0
     running = ManagerThread(manager)
     try:
         assert manager.wait_ready(timeout=15)
-        assert manager.healthy and first.ready and second.ready
+        assert manager.healthy() and first.ready and second.ready
         assert manager.informer_count == 1  # same kind, namespace and selector: one informer
         kube_emulator.create_object(configmap("shared"))
         assert calls.wait(lambda log: {("first", "shared"), ("second", "shared")} <= set(log))
@@ -106,7 +106,7 @@ def test_shared_informer_metrics_and_run_once(kube_emulator: Emulator, kube_conf
             manager.run(threading.Event())
     finally:
         assert running.join() is None
-    assert not manager.ready and not manager.healthy
+    assert not manager.ready and not manager.healthy()
     with pytest.raises(RuntimeError, match="Manager stopped before becoming ready"):
         manager.wait_ready(timeout=1)
 
@@ -143,7 +143,7 @@ def test_a_fatal_controller_error_stops_its_siblings(
     finally:
         error = running.join()
     assert isinstance(error, MapperBroke) and "cannot map trigger" in str(error)
-    assert manager.failure is error and not manager.healthy and not manager.ready
+    assert manager.failure is error and not manager.healthy() and not manager.ready
     # The sibling's workers and the shared informers were stopped.
     assert not sibling_runtime.ready
     assert not sibling_runtime.primary.running
