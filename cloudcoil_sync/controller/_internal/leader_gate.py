@@ -81,15 +81,15 @@ class LeaderGate:
                 self._begin()
 
     def _begin(self) -> None:
-        if self._thread is not None or self._asked:
-            return  # stopped before leading: no term
+        if self._thread is not None or self._asked or self.stop_event.is_set():
+            return  # stopped or interrupted before leading: no term
         election = self._election
         name = "cloudcoil-manager" if election is None else f"cloudcoil-leader-work-{election.name}"
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 
     def interrupt(self) -> None:
-        """End the running term (its body drains and returns); no effect before it began."""
+        """End the running term (its body drains and returns), or let none begin."""
         self.stop_event.set()
         self._wake()
 
