@@ -197,6 +197,41 @@ def test_stop_while_starting_starts_no_more() -> None:
     assert log == [] and group.stop()
 
 
+class Gated(Worker):
+    """A worker whose stop waits for `go` (a slow drain), noting that it was entered."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        super().__init__(name, log)
+        self.stopping = threading.Event()
+        self.go = threading.Event()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        self.stopping.set()
+        assert self.go.wait(10)
+        return super().stop(timeout)
+
+
+def test_a_second_stop_waits_for_the_first_and_returns_its_answer() -> None:
+    log: list[str] = []
+    first, slow = Worker("first", log), Gated("slow", log)
+    group = ServiceGroup("manager")
+    group.add(first)
+    group.add(slow)
+    group.start()
+    answers: list[bool] = []
+    owner = threading.Thread(target=lambda: answers.append(group.stop()))
+    owner.start()
+    assert slow.stopping.wait(5)
+    assert group.stop(timeout=0.05) is False  # the first stop is still under way
+    other = threading.Thread(target=lambda: answers.append(group.stop()))
+    other.start()
+    slow.go.set()
+    owner.join(5)
+    other.join(5)
+    assert answers == [True, True]
+    assert log.count("stop slow") == 1 and log.count("stop first") == 1  # stopped once
+
+
 def test_await_ready_wakes_on_notify_and_reports_failure_or_end() -> None:
     changed = threading.Condition()
     state = {"ready": False, "failure": None, "finished": False}

@@ -128,6 +128,8 @@ class ServiceGroup:
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self._members: list[_Member] = []
         self._lock = threading.Lock()
+        self._stop_lock = threading.Lock()  # one stop at a time; a second waits for its answer
+        self._stopper: threading.Thread | None = None  # the thread stopping the members
         self._on_exit: ExitCallback | None = None
         self._stopping = False
         self._stopped: bool | None = None  # stop's answer, once it ran
@@ -203,12 +205,25 @@ class ServiceGroup:
         """Stop the started members in reverse order, each within its own stop timeout
         (capped by what is left of `timeout`). An error raised by a member's stop is kept in
         `stop_errors` (the others still stop); False (and `late` names them) if some member
-        did not stop in time. A second call returns the first's answer."""
+        did not stop in time. A call while another runs waits (within `timeout`) for that
+        one's answer; a later call returns the first's answer."""
         with self._lock:
-            if self._stopped is not None:
-                return self._stopped  # stopped once already
             self._stopping = True
+            if self._stopper is threading.current_thread():
+                return False  # from a member's stop, on the stopping thread: it is under way
         self.stop_event.set()
+        if not self._stop_lock.acquire(timeout=-1 if timeout is None else timeout):
+            return False  # another thread is still stopping the members
+        try:
+            if self._stopped is None:
+                self._stopper = threading.current_thread()
+                self._stopped = self._stop_members(timeout)
+            return self._stopped
+        finally:
+            self._stopper = None
+            self._stop_lock.release()
+
+    def _stop_members(self, timeout: float | None) -> bool:
         give_up = None if timeout is None else time.monotonic() + timeout
         late: list[str] = []
         errors: list[BaseException] = []
@@ -225,7 +240,6 @@ class ServiceGroup:
             if not stopped:
                 late.append(member.service.name)
         self.late, self.stop_errors = tuple(late), tuple(errors)
-        self._stopped = not late
         if late:
             log.warning("%s: %s did not stop in time", self._name, ", ".join(late))
         return not late

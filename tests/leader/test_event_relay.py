@@ -1,4 +1,5 @@
-"""A caller's stop event wakes a condition through one shared relay thread per event."""
+"""A stop event wakes a condition: a `StopEvent` from its own `set` (no thread), a caller's
+plain Event through one shared relay thread per event."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import threading
 
 from waiting import wait_until
 
-from cloudcoil_sync.controller._internal.event_relay import relay
+from cloudcoil_sync.controller._internal.event_relay import StopEvent, relay
 
 
 def relays() -> list[threading.Thread]:
@@ -67,3 +68,31 @@ def test_an_event_already_set_needs_no_thread() -> None:
     event.set()
     relay(event, threading.Condition())()
     assert len(relays()) == before
+
+
+def test_a_stop_event_notifies_its_subscribers_from_set_without_a_thread() -> None:
+    before = len(relays())
+    event, kept, dropped = StopEvent(), Counting(), Counting()
+    relay(event, kept)
+    relay(event, dropped)()  # subscribed, then unsubscribed at once
+    assert len(relays()) == before  # no thread waits on the event
+    woken = threading.Event()
+
+    def waiter() -> None:
+        with kept:
+            if kept.wait_for(event.is_set, 10):
+                woken.set()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    event.set()  # notifies `kept` on this thread
+    assert kept.count == 1 and dropped.count == 0
+    thread.join(5)
+    assert woken.is_set()
+
+
+def test_subscribing_to_a_stop_event_already_set_notifies_at_once() -> None:
+    event, condition = StopEvent(), Counting()
+    event.set()
+    relay(event, condition)()
+    assert condition.count == 1

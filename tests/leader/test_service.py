@@ -185,3 +185,35 @@ def test_run_after_a_loss_is_refused() -> None:
     with pytest.raises(RuntimeError, match="only run once"):
         service.run(lambda stop: pytest.fail("work ran after the loss"))
     assert service.stop(timeout=5) is True
+
+
+def test_when_leading_is_called_once_from_the_lease_thread() -> None:
+    store = FakeLeaseStore()
+    service = election(store.api())
+    threads: list[str] = []
+    called = threading.Event()
+
+    def leading() -> None:
+        threads.append(threading.current_thread().name)
+        called.set()
+
+    service.when_leading(leading)
+    service.start(Exits())
+    assert called.wait(5) and threads == ["cloudcoil-lease-lock"]
+    left = service.time_left()
+    assert service.check() and left is not None and 0 < left <= SHORT["renew_deadline"]
+    assert service.stop(timeout=5) is True
+    assert threads == ["cloudcoil-lease-lock"] and service.time_left() is None
+    with pytest.raises(RuntimeError, match="before start"):
+        service.when_leading(leading)
+
+
+def test_abandon_leaves_the_lease_to_expire() -> None:
+    store = FakeLeaseStore()
+    service = election(store.api())
+    service.start(Exits())
+    assert service.wait_leader(5)
+    service.abandon()  # the leader work did not stop: no release
+    assert service.stop(timeout=5) is True
+    assert store.snapshot()["spec"]["holderIdentity"] == "a"  # type: ignore[index]
+    assert service.fence.closed

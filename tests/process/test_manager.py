@@ -12,11 +12,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field
 
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller import Controller, LeaderElection, Manager, ResourceKey
+from cloudcoil_sync.controller import (
+    Controller,
+    LeaderElection,
+    LeadershipLost,
+    Manager,
+    ResourceKey,
+)
 from cloudcoil_sync.crd import custom_resource
 from cloudcoil_sync.testing import Emulator
 
-from .conftest import LABEL, Calls, configmap
+from .conftest import LABEL, LEASES, Calls, configmap, released_lease
 
 
 @custom_resource(api_version="example.com/v1", plural="widgets")
@@ -84,11 +90,11 @@ def test_shared_informer_metrics_and_run_once(kube_emulator: Emulator, kube_conf
     calls = Calls()
     first, second = labelled(calls, "first"), labelled(calls, "second")
     manager = Manager(first, second, config=kube_config)
-    assert not manager.ready and not manager.healthy and manager.informer_count == 0
+    assert not manager.ready and not manager.healthy() and manager.informer_count == 0
     running = ManagerThread(manager)
     try:
         assert manager.wait_ready(timeout=15)
-        assert manager.healthy and first.ready and second.ready
+        assert manager.healthy() and first.ready and second.ready
         assert manager.informer_count == 1  # same kind, namespace and selector: one informer
         kube_emulator.create_object(configmap("shared"))
         assert calls.wait(lambda log: {("first", "shared"), ("second", "shared")} <= set(log))
@@ -106,7 +112,7 @@ def test_shared_informer_metrics_and_run_once(kube_emulator: Emulator, kube_conf
             manager.run(threading.Event())
     finally:
         assert running.join() is None
-    assert not manager.ready and not manager.healthy
+    assert not manager.ready and not manager.healthy()
     with pytest.raises(RuntimeError, match="Manager stopped before becoming ready"):
         manager.wait_ready(timeout=1)
 
@@ -143,7 +149,7 @@ def test_a_fatal_controller_error_stops_its_siblings(
     finally:
         error = running.join()
     assert isinstance(error, MapperBroke) and "cannot map trigger" in str(error)
-    assert manager.failure is error and not manager.healthy and not manager.ready
+    assert manager.failure is error and not manager.healthy() and not manager.ready
     # The sibling's workers and the shared informers were stopped.
     assert not sibling_runtime.ready
     assert not sibling_runtime.primary.running
@@ -179,3 +185,68 @@ def test_a_warm_standby_whose_informer_fails_stops_standing_by(
     error = running.join()
     assert error is not None and "is its CRD installed" in str(error)
     assert not election.leading.is_set()
+
+
+class Exits:
+    """An on_exit callback: what ended the manager, once."""
+
+    def __init__(self) -> None:
+        self.errors: list[BaseException | None] = []
+        self.called = threading.Event()
+
+    def __call__(self, error: BaseException | None) -> None:
+        self.errors.append(error)
+        self.called.set()
+
+
+def term_threads() -> list[str]:
+    return [
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith(("cloudcoil-leader-work-", "cloudcoil-manager")) and t.is_alive()
+    ]
+
+
+def test_a_standby_manager_runs_no_thread_of_its_own_and_stops_as_a_service(
+    kube_config: Config,
+) -> None:
+    kube_config.client(LEASES).create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "held"},
+            "spec": {"holderIdentity": "someone", "leaseDurationSeconds": 3600},
+        }
+    )
+    election = LeaderElection("held", lease_duration=6, renew_deadline=5, retry_period=0.1)
+    manager = Manager(labelled(Calls(), "standby"), config=kube_config, leader_election=election)
+    exits = Exits()
+    before = term_threads()
+    manager.start(exits)
+    assert election.wait_ready(15) and not election.is_leader  # knows it stands by
+    assert manager.healthy() and not manager.ready and manager.informer_count == 0
+    assert term_threads() == before  # no term before leading: only the lease thread
+    assert manager.stop(timeout=30) is True
+    assert exits.errors == [] and not manager.healthy() and manager.failure is None
+
+
+def test_a_loss_ends_the_started_manager_through_on_exit_once(
+    kube_emulator: Emulator, kube_config: Config
+) -> None:
+    released_lease(kube_config, "lost")
+    election = LeaderElection("lost", lease_duration=6, renew_deadline=5, retry_period=0.1)
+    calls = Calls()
+    manager = Manager(labelled(calls, "leader"), config=kube_config, leader_election=election)
+    exits = Exits()
+    manager.start(exits)
+    assert manager.wait_ready(timeout=15)
+    assert [name for name in term_threads() if name == "cloudcoil-leader-work-lost"]
+    kube_emulator.create_object(configmap("before-loss"))
+    assert calls.wait(lambda log: ("leader", "before-loss") in log)
+    kube_config.client(LEASES).delete("lost")
+    assert exits.called.wait(15)
+    assert manager.stop(timeout=30) is True  # the term drained; the election stopped
+    assert len(exits.errors) == 1 and isinstance(exits.errors[0], LeadershipLost)
+    assert "Lost leadership of Lease lost" in str(exits.errors[0])
+    assert manager.failure is exits.errors[0] and not manager.healthy()
+    assert "cloudcoil-leader-work-lost" not in term_threads()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
+from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Manager
 from cloudcoil_sync.testing import Emulator
@@ -161,10 +162,11 @@ def test_wait_ready_times_out(kube_config: Config, running: StartApp) -> None:
 def test_a_component_ending_by_itself_fails_the_run(
     kube_config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def returns_at_once(self: Manager, stop: threading.Event | None = None, **_: object) -> None:
-        return None
+    def ends_at_once(self: Manager, on_exit: ExitCallback | None = None) -> None:
+        assert on_exit is not None
+        on_exit(None)  # the manager ended without error and without being asked to
 
-    monkeypatch.setattr(Manager, "run", returns_at_once)
+    monkeypatch.setattr(Manager, "start", ends_at_once)
     app = settings_app(config=kube_config)
     stop = threading.Event()
     with pytest.raises(RuntimeError, match=r"^An operator component stopped unexpectedly$"):

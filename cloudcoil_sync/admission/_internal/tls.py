@@ -33,6 +33,8 @@ log = logging.getLogger("cloudcoil_sync.admission.tls")
 
 _CHUNK = 65536
 _LIMIT_WARNING_INTERVAL = 10.0
+# Accept retry when it failed (EMFILE) and no connection of ours can free a descriptor.
+_ACCEPT_RETRY = 1.0
 
 
 def load_server_context(certfile: str, keyfile: str) -> ssl.SSLContext:
@@ -148,6 +150,8 @@ class TLSFront:
         self.backlog = backlog
         self.table = ConnectionTable(self.limits)
         self._lock = threading.Lock()
+        #: Notified when a connection of ours ends (its descriptor is free) and on stop.
+        self._freed = threading.Condition(self._lock)
         self._connections: dict[threading.Thread, Connection] = {}
         self._rejecting = 0
         self._listener: socket.socket | None = None
@@ -217,6 +221,8 @@ class TLSFront:
         self._drain_deadline = deadline - min(1.0, timeout / 2)
         self._stopping.set()
         os.write(self._wake_w, b"x")  # level-triggered: wakes every select, now and later
+        with self._freed:
+            self._freed.notify_all()  # an accept loop waiting for a free descriptor
         self._accept_thread.join(max(0.0, deadline - time.monotonic()))
         return self._join_all(deadline)
 
@@ -262,13 +268,24 @@ class TLSFront:
                     client, peer = listener.accept()
                 except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                     continue
-                except OSError as error:  # e.g. EMFILE: back off briefly, keep serving
+                except OSError as error:  # e.g. EMFILE: wait for a descriptor, keep serving
                     log.warning("Webhook TLS accept failed: %s", error)
-                    self._stopping.wait(0.1)
+                    self._await_descriptor()
                     continue
                 self._dispatch(Connection(client, peer=str(peer[0])))
         finally:
             listener.close()
+
+    def _await_descriptor(self) -> None:
+        """Until one of our connections ends (freeing its descriptor) or `stop`. With none
+        open the descriptors are held elsewhere in the process, which tells us nothing when
+        it frees one: then accept is retried after `_ACCEPT_RETRY` (`stop` still wakes it)."""
+        with self._freed:
+            open_now = len(self._connections)
+            self._freed.wait_for(
+                lambda: self._stopping.is_set() or len(self._connections) < open_now,
+                None if open_now else _ACCEPT_RETRY,
+            )
 
     def _dispatch(self, connection: Connection) -> None:
         if self.table.admit(connection):
@@ -357,8 +374,9 @@ class TLSFront:
 
     def _ended(self, connection: Connection) -> None:
         connection.close()
-        with self._lock:
+        with self._freed:
             self._connections.pop(threading.current_thread(), None)
+            self._freed.notify_all()
 
     def _handshake(self, connection: Connection, timeout: float) -> ssl.SSLSocket | None:
         raw = connection.client

@@ -1,10 +1,11 @@
 """`Application.run`: the process lifecycle of an operator.
 
 Start-up: validate and freeze the definition, load the Config (unless one was supplied),
-enter the process lifespan, start the webhook host (every replica) and the Manager thread
+enter the process lifespan, start the webhook host (every replica) and the Manager
 (controllers; leader election inside). `run` then waits for `stop` or for a component to end.
 
-The webhook host and the manager are the members of one `ServiceGroup`, started in that
+The webhook host and the manager (itself a `Service`: its own group holds the health server,
+the election and the leader work) are the members of one `ServiceGroup`, started in that
 order and stopped in reverse. `run` waits on its `stop` event alone: a component that ends on
 its own sets it through its exit callback (so `stop` is set after a failure too), nothing
 polls.
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup, await_ready, joined
+from cloudcoil_sync._internal.service import ServiceGroup, await_ready
 from cloudcoil_sync.controller._internal.manager import Manager
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
 
@@ -97,7 +98,7 @@ class RunState:
             self.running
             and self.failure is None
             and (serving is None or serving())
-            and (self.manager is None or self.manager.healthy)
+            and (self.manager is None or self.manager.healthy())
         )
 
     @property
@@ -169,45 +170,8 @@ def _config(app: RunnableApp, stack: ExitStack) -> Config:
     return config
 
 
-class _ManagerService:
-    """The manager's `run` on a thread of its own, as a `Service` of the application."""
-
-    name = "controller manager"
-
-    def __init__(self, manager: Manager, also_stop: threading.Event) -> None:
-        self.manager = manager
-        self._also_stop = also_stop
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.error: BaseException | None = None
-
-    def start(self, on_exit: ExitCallback | None = None) -> None:
-        def target() -> None:
-            try:
-                self.manager.run(self._stop, also_stop=(self._also_stop,))
-            except BaseException as error:
-                self.error = error
-            if on_exit is not None and not self._stop.is_set():
-                on_exit(self.error)
-
-        self._thread = threading.Thread(target=target, name="cloudcoil-manager")
-        self._thread.start()
-
-    def stop(self, timeout: float | None = None) -> bool:
-        self._stop.set()
-        self.manager.stop(timeout=0)  # wakes a wait on informers' first list
-        thread = self._thread
-        return joined(thread, timeout)
-
-    def wait_ready(self, timeout: float | None = None) -> bool:
-        return self.manager.wait_ready(timeout)
-
-    def healthy(self) -> bool:
-        return self.manager.healthy
-
-
 class _Components:
-    """The webhook host and the manager thread of one run, started and stopped in order."""
+    """The webhook host and the manager of one run, started and stopped in order."""
 
     def __init__(
         self, app: RunnableApp, config: Config, state: RunState, stop: threading.Event
@@ -218,7 +182,7 @@ class _Components:
         self.stop = stop
         self.metrics = OperatorMetrics()
         self.group = ServiceGroup(f"operator {app.name}", stop_event=stop)
-        self.manager: _ManagerService | None = None
+        self.manager: Manager | None = None
         self.host: Any = None
         self.admission: Any = None
         self.ring: RingElection | None = None  # a sharded replica's bid for the ring Lease
@@ -278,9 +242,10 @@ class _Components:
             leader_lifespan=leader,
             metrics=self.metrics,
             shard=shard,
+            also_stop=(self.stop,),  # no pass starts once the run's stop is set
         )
         manager.subscribe(self.state.touch)
-        self.manager = _ManagerService(manager, self.stop)
+        self.manager = manager
         self.state.set(manager=manager)
 
     def _add_webhook(self) -> None:
@@ -347,7 +312,7 @@ class _Components:
             errors.append(RuntimeError("The ring coordinator did not stop in time"))
         if self.host is not None and self.host.name in self.group.late:
             log.warning("Admission requests still running after the webhook's shutdown_timeout")
-        for error in (*([manager.error] if manager is not None else []), *self.group.stop_errors):
+        for error in (*([manager.failure] if manager is not None else []), *self.group.stop_errors):
             if error is not None and all(error is not seen for seen in errors):
                 errors.append(error)
         if self.admission is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
@@ -31,11 +32,20 @@ class Elector:
 
     ``on_exit`` is called once from the lease thread when the election ends unasked: with
     `LeadershipLost` after a loss, or with the fatal error (e.g. 403 Forbidden).
+    ``on_leading`` is called once from the lease thread when leadership begins (it must
+    return quickly: the lease thread renews after it).
     """
 
-    def __init__(self, machine: LeaseMachine, *, on_exit: ExitCallback | None = None) -> None:
+    def __init__(
+        self,
+        machine: LeaseMachine,
+        *,
+        on_exit: ExitCallback | None = None,
+        on_leading: Callable[[], None] | None = None,
+    ) -> None:
         self.machine = machine
         self._on_exit = on_exit
+        self._on_leading = on_leading
         self._stopping = False
         self._watch_denied = False
         self._thread = threading.Thread(
@@ -78,6 +88,9 @@ class Elector:
         machine = self.machine
         while not self._stopping:
             plan = machine.plan()
+            if self._on_leading is not None and machine.leading.is_set():
+                leading, self._on_leading = self._on_leading, None
+                leading()  # once, whichever thread's check saw the start of leading
             if plan.action == "acquire":
                 machine.acquire()
             elif plan.action == "renew":

@@ -50,14 +50,12 @@ import math
 import socket
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 from uuid import uuid4
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
-from cloudcoil_sync._compat.prometheus_client import registered
 from cloudcoil_sync._internal.names import is_dns_label, is_dns_subdomain
 from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync._internal.service import ExitCallback
@@ -69,6 +67,7 @@ from cloudcoil_sync.controller._internal.leader_work import LeaderWork, await_le
 from cloudcoil_sync.controller._internal.lease import LeaseMachine, LeaseSettings
 from cloudcoil_sync.controller._internal.lease_client import ClientLeaseAPI
 from cloudcoil_sync.controller._internal.lease_record import LeaseAPI, LeaseObserver
+from cloudcoil_sync.controller._internal.metrics import master_status_gauge
 
 __all__ = ["LeaderElection", "LeadershipLost", "LeaseAPI", "LeaseObserver"]
 
@@ -76,9 +75,6 @@ logger = logging.getLogger("cloudcoil_sync.controller.leader")  # the component'
 
 _INT32_MAX = 2**31 - 1
 _RANGE = "Require 0 < retry_period < renew_deadline < lease_duration"
-_MASTER_STATUS = "leader_election_master_status"
-_GAUGES: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDictionary()
-_GAUGES_LOCK = threading.Lock()
 
 
 def _dns_name(value: Any, *, label: bool) -> str:
@@ -103,29 +99,6 @@ def _lease_duration(value: Any) -> float:
     ):
         raise ValueError("lease_duration must be a positive int32 number of seconds")
     return value
-
-
-def _master_status_gauge(registry: CollectorRegistry) -> Gauge:
-    with _GAUGES_LOCK:
-        gauge = _GAUGES.get(registry)
-        if gauge is None:
-            try:
-                gauge = Gauge(
-                    _MASTER_STATUS,
-                    "Gauge of if the reporting system is master of the relevant lease, "
-                    "0 indicates backup, 1 indicates master. 'name' is the string used to "
-                    "identify the lease.",
-                    ["name"],
-                    registry=registry,
-                )
-            except ValueError:
-                # Already declared in this registry (e.g. by the operator's metrics): share it.
-                existing = registered(registry, _MASTER_STATUS)
-                if not isinstance(existing, Gauge):
-                    raise
-                gauge = existing
-            _GAUGES[registry] = gauge
-        return gauge
 
 
 class LeaderElection:
@@ -197,6 +170,7 @@ class LeaderElection:
         self._runner: threading.Thread | None = None  # the thread inside run()
         self._run_stop = False  # stop() called while run() is active
         self._stopped = False  # stop() ran (before start, or after the election)
+        self._on_leading: Callable[[], None] | None = None
 
     # -- settings-derived values -------------------------------------------------------------
 
@@ -268,7 +242,7 @@ class LeaderElection:
 
     def bind_metrics(self, registry: CollectorRegistry) -> None:
         """Export ``leader_election_master_status{name}`` (1 while leader) in ``registry``."""
-        gauge = _master_status_gauge(registry)
+        gauge = master_status_gauge(registry)
         gauge.labels(name=self.name).set_function(lambda: 1.0 if self.is_leader else 0.0)
 
     # -- Service -----------------------------------------------------------------------------
@@ -302,8 +276,32 @@ class LeaderElection:
                 leading=self.leading,
                 lost=self.lost,
             )
-            self._elector = Elector(self._machine, on_exit=on_exit)
+            self._elector = Elector(self._machine, on_exit=on_exit, on_leading=self._on_leading)
             self._elector.start()
+
+    def when_leading(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once, from the lease thread, when leadership begins (before
+        :meth:`start`; it must return quickly: renewals wait for it)."""
+        with self._lock:
+            if self._elector is not None:
+                raise RuntimeError("when_leading() must be called before start()")
+            self._on_leading = callback
+
+    def check(self) -> bool:
+        """Apply the renew deadline on this replica's own clock now (declaring the loss if
+        it passed, whatever the lease thread is doing); whether it still leads."""
+        machine = self._machine
+        return machine is not None and machine.check() and machine.state == "leading"
+
+    def time_left(self) -> float | None:
+        """Seconds until the renew deadline on this replica's clock; None when not leading."""
+        deadline = self.deadline
+        return None if deadline is None else max(0.0, deadline - self._clock())
+
+    def abandon(self) -> None:
+        """The leader work did not stop: stop electing and leave the Lease to expire (it is
+        never released, so no successor leads while that work may still write)."""
+        self._stop_elector(None, release=False)
 
     def wait_leader(self, timeout: float | None = None) -> bool:
         """Block until leading (True), or until ``timeout``/stop/loss (False).

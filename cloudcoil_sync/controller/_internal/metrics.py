@@ -8,6 +8,8 @@ ever label values). `cloudcoil_*` gauges add what controller-runtime lacks. Each
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -15,8 +17,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.metrics_core import Metric
 
+from cloudcoil_sync._compat.prometheus_client import registered
+
 __all__ = [
     "CONTENT_TYPE",
+    "MASTER_STATUS",
     "RECONCILE_RESULTS",
     "RECONCILE_TIME_BUCKETS",
     "WORKQUEUE_BUCKETS",
@@ -25,9 +30,14 @@ __all__ = [
     "OperatorMetrics",
     "QueueMetricsRecorder",
     "WebhookMetrics",
+    "master_status_gauge",
 ]
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+
+MASTER_STATUS = "leader_election_master_status"
+_GAUGES: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDictionary()
+_GAUGES_LOCK = threading.Lock()
 
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
 
@@ -374,3 +384,27 @@ class WebhookMetrics:
         self._in_flight.dec()
         self._latency.observe(seconds)
         self._requests.labels(webhook=self._path, code=str(code)).inc()
+
+
+def master_status_gauge(registry: CollectorRegistry) -> Gauge:
+    """`leader_election_master_status{name}` in `registry`, declared once per registry."""
+    with _GAUGES_LOCK:
+        gauge = _GAUGES.get(registry)
+        if gauge is None:
+            try:
+                gauge = Gauge(
+                    MASTER_STATUS,
+                    "Gauge of if the reporting system is master of the relevant lease, "
+                    "0 indicates backup, 1 indicates master. 'name' is the string used to "
+                    "identify the lease.",
+                    ["name"],
+                    registry=registry,
+                )
+            except ValueError:
+                # Already declared in this registry (e.g. by the operator's metrics): share it.
+                existing = registered(registry, MASTER_STATUS)
+                if not isinstance(existing, Gauge):
+                    raise
+                gauge = existing
+            _GAUGES[registry] = gauge
+        return gauge

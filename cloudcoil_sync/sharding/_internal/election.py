@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
+from cloudcoil_sync.controller._internal.event_relay import StopEvent
 from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.sharding._internal.coordinator import (
     Coordinator,
@@ -44,7 +45,7 @@ class RingElection:
         self.config = config
         self.kinds = tuple(kinds)
         self.metrics = metrics
-        self._stop = threading.Event()
+        self._stop = StopEvent()  # wakes the election's run without a relay thread
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._election: LeaderElection | None = None
