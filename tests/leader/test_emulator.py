@@ -319,3 +319,16 @@ def test_stopping_a_standby_interrupts_its_wait_on_the_lease(
         assert kube_emulator.wait_for(lambda: kube_emulator.open_watches == 1, timeout=10)
         assert standby.stop(timeout=5)  # the lease thread exited
         assert holder.is_leader
+
+
+def test_waiting_before_the_start_waits_for_it(kube_config: Config) -> None:
+    election = LeaderElection("early", identity="pod-a", config=kube_config, **SLOW_POLL)
+    waited: list[bool] = []
+    waiter = threading.Thread(target=lambda: waited.append(election.wait_leader(10)))
+    waiter.start()  # before start(): must not answer False at once
+    with running(election):
+        waiter.join(10)
+        assert waited == [True]
+    never = LeaderElection("never", identity="pod-a", config=kube_config, **SLOW_POLL)
+    assert never.stop(timeout=1)
+    assert not never.wait_leader(10)  # stopped before starting: at once, not after 10 s

@@ -169,7 +169,7 @@ def test_failing_key_backs_off_while_other_keys_flow(
     )
     assert runtime.queue.num_retries(ResourceKey("bad", "default")) >= 4
     gaps = [b - a for a, b in itertools.pairwise(times)]
-    # Each retry waits at least its backoff, 0.05 → 0.1 → 0.2 s (−10 % jitter): lower bounds
+    # Each retry waits at least its backoff, 0.05 → 0.1 → 0.2 s (less 10 % jitter): lower bounds
     # only, since a loaded machine lengthens gaps but can never shorten them.
     for i, gap in enumerate(gaps[:3]):
         assert gap >= 0.05 * 2**i * 0.9, (i, gaps)

@@ -113,12 +113,9 @@ class LeaderElection:
     then :meth:`stop` (which releases the Lease). An instance elects once: after leadership is
     lost it does not try again (build a new one, or let the process restart).
 
-    ``warm=True`` (as controller-runtime's warmup) makes a Manager's standbys start their
-    informers before they lead: a takeover reconciles from a synced cache at once, for the
-    standby's cache memory and one list plus one open watch per informer.
-
-    For tests: ``lease_api`` replaces the Lease calls over ``config`` (any `LeaseAPI`, e.g.
-    an in-memory store) and ``clock`` the monotonic clock every deadline is measured on.
+    ``warm=True`` (controller-runtime's warmup): a Manager's standbys start their informers
+    before leading, so a takeover reconciles from a synced cache at once. For tests:
+    ``lease_api`` replaces the Lease calls (any `LeaseAPI`), ``clock`` the monotonic clock.
     """
 
     def __init__(
@@ -278,6 +275,7 @@ class LeaderElection:
             )
             self._elector = Elector(self._machine, on_exit=on_exit, on_leading=self._on_leading)
             self._elector.start()
+            self._lock.notify_all()  # a waiter that came before start (run() on a thread)
 
     def when_leading(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once, from the lease thread, when leadership begins (before
@@ -306,9 +304,10 @@ class LeaderElection:
     def wait_leader(self, timeout: float | None = None) -> bool:
         """Block until leading (True), or until ``timeout``/stop/loss (False).
 
-        Raises the fatal error (e.g. 403 Forbidden) if the election failed.
+        Raises the fatal error (e.g. 403 Forbidden) if the election failed. Before the
+        start it waits for it.
         """
-        machine = self._machine
+        machine, timeout = self._started_machine(timeout)
         if machine is None:
             return False
         with machine.condition:
@@ -325,7 +324,7 @@ class LeaderElection:
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Block until this replica leads or knows it stands by (its first Lease read was
         answered); False on ``timeout``, after a fatal error, or once stopped."""
-        machine = self._machine
+        machine, timeout = self._started_machine(timeout)
         if machine is None:
             return False
         with machine.condition:
@@ -333,6 +332,15 @@ class LeaderElection:
                 lambda: machine.answered or machine.state in ("lost", "stopped"), timeout
             )
             return machine.answered and machine.failure is None and machine.state != "stopped"
+
+    def _started_machine(self, timeout: float | None) -> tuple[LeaseMachine | None, float | None]:
+        """The machine once started (None: not in time, or stopped first); time left."""
+        start = time.monotonic()
+        with self._lock:
+            self._lock.wait_for(lambda: self._machine is not None or self._stopped, timeout)
+            machine = self._machine
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+        return machine, left
 
     def healthy(self) -> bool:
         """Electing as it should: started, the lease thread alive, no loss, no fatal error."""
@@ -373,6 +381,7 @@ class LeaderElection:
         self.fence.close(0)  # before the release: nothing fenced is admitted after it
         with self._lock:
             self._stopped = True  # a stopped election never starts (again)
+            self._lock.notify_all()  # nor keeps a waiter for its start
             machine, elector = self._machine, self._elector
         if machine is None or elector is None:
             return True
