@@ -60,7 +60,7 @@ def test_defaults_and_public_attributes():
     assert controller.name is None
     assert controller.namespace is None and controller.all_namespaces is False
     assert controller.label_selector == "example.com/manage=true"
-    assert (controller.workers, controller.resync_period, controller.sync_timeout) == (4, 300, 30)
+    assert (controller.workers, controller.resync_period, controller.sync_timeout) == (8, 300, 30)
     assert (controller.shutdown_timeout, controller.reconcile_timeout) == (10, None)
     assert (controller.events, controller.event_flush_timeout) == (True, 2)
     assert controller.report_status is False and controller.status_updates is True

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 
 import pytest
@@ -93,6 +93,30 @@ def writers(kube: Emulator) -> Iterator[str]:
             yield entry.user
 
 
+def wrote(kube: Emulator, replica: Replica) -> bool:
+    return holder(kube) == replica.identity and replica.identity in set(writers(kube))
+
+
+def take_over(kube: Emulator, standby: Replica, spare: Callable[[], Replica]) -> Replica | None:
+    """The replica that took the Lease and wrote, or None after 30 s. On a starved machine a
+    standby can lose its fresh lead at the 0.6 s renew deadline before writing (its run ends
+    with LeadershipLost, the Lease released): that is a loss, not an overlap, so a spare
+    replica (at most three) is started to take over instead."""
+    for _ in range(4):
+        ended = wait_until(
+            lambda: wrote(kube, standby) or not standby.thread.is_alive(),  # noqa: B023
+            timeout=30,
+        )
+        if ended and wrote(kube, standby):
+            return standby
+        if standby.thread.is_alive():
+            return None
+        error = standby.close()
+        assert isinstance(error, LeadershipLost), repr(error)
+        standby = spare()
+    return None
+
+
 def holder(kube: Emulator) -> str:
     lease = kube.get_object("coordination.k8s.io", "leases", "default", "handoff") or {}
     return str((lease.get("spec") or {}).get("holderIdentity") or "")
@@ -106,16 +130,15 @@ def test_forced_handoffs_with_faults_never_overlap_writes(kube_emulator: Emulato
     counter = itertools.count()
     kinds: dict[str, int] = {}
     with ExitStack() as stack:
-        replicas = [Replica(kube, next(counter), stack)]
-        leader = replicas[0]
 
-        def wrote(replica: Replica) -> bool:
-            return holder(kube) == replica.identity and replica.identity in set(writers(kube))
+        def spare() -> Replica:
+            return Replica(kube, next(counter), stack)
 
-        assert wait_until(lambda: wrote(leader), timeout=30)
+        first = take_over(kube, spare(), spare)
+        assert first is not None, "no first leader wrote"
+        leader = first
         for round_ in range(ROUNDS):
-            standby = Replica(kube, next(counter), stack)
-            replicas.append(standby)
+            standby = spare()
             # Four graceful handoffs, then a fault (a fault costs a lease duration).
             kind = "stop" if round_ % 5 != 4 else FAULTS[round_ // 5 % len(FAULTS)]
             kinds[kind] = kinds.get(kind, 0) + 1
@@ -127,7 +150,9 @@ def test_forced_handoffs_with_faults_never_overlap_writes(kube_emulator: Emulato
                 kube.faults.inject(503, count=8, method="PUT", path=LEASE_PATH)
             else:
                 leader.proxy.set_mode("reset")
-            assert wait_until(lambda: wrote(standby), timeout=30), f"round {round_}: {kind}"  # noqa: B023
+            took = take_over(kube, standby, spare)
+            assert took is not None, f"round {round_}: {kind}"
+            standby = took
             leader.proxy.set_mode("pass")
             error = leader.close()
             # A graceful stop normally ends without error; on a loaded machine the 0.6 s renew
@@ -138,5 +163,5 @@ def test_forced_handoffs_with_faults_never_overlap_writes(kube_emulator: Emulato
     order = [user for user in writers(kube)]
     runs = [user for user, _ in itertools.groupby(order)]
     assert len(runs) == len(set(runs)), f"writes of two replicas interleaved: {runs}"
-    assert len(runs) == ROUNDS + 1  # every term wrote
+    assert len(runs) >= ROUNDS + 1  # every term wrote (and a spare's, if a lead starved)
     assert kinds == {"stop": 80, "partition": 7, "5xx": 7, "reset": 6}
