@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
 from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
-from cloudcoil_sync.sharding._internal.coordinator import (
-    Coordinator,
-    CoordinatorMetrics,
-    ShardedKind,
-)
+from cloudcoil_sync.sharding._internal.claim import Claimer
+from cloudcoil_sync.sharding._internal.coordinator import Coordinator, CoordinatorMetrics
 from cloudcoil_sync.sharding._internal.settings import Sharding
 
 if TYPE_CHECKING:
@@ -37,12 +33,12 @@ class RingElection:
         self,
         sharding: Sharding,
         config: Config,
-        kinds: Sequence[ShardedKind],
+        claimer: Claimer,
         metrics: CoordinatorMetrics,
     ) -> None:
         self.sharding = sharding
         self.config = config
-        self.kinds = tuple(kinds)
+        self.claimer = claimer
         self.metrics = metrics
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -113,7 +109,7 @@ class RingElection:
             retry_period=sharding.retry_period,
             config=self.config,
         )
-        coordinator = Coordinator(sharding, self.config, self.kinds, self.metrics)
+        coordinator = Coordinator(sharding, self.config, self.claimer, self.metrics)
         with self._lock:
             self._election, self._coordinator = election, coordinator
         if self._stop.is_set():
