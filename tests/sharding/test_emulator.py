@@ -19,14 +19,15 @@ def test_three_replicas_split_the_objects_and_rebalance_on_join_and_stop() -> No
     with Emulator() as kube, ExitStack() as stack:
         for index in range(90):
             kube.create_object(configmap(f"cm-{index}"))
-        replicas = [Replica(kube, f"r{i}", ledger, stack).start() for i in range(3)]
+        # grace: the coordinator's fallback never races a claim on a loaded machine
+        replicas = [Replica(kube, f"r{i}", ledger, stack, grace=60).start() for i in range(3)]
         live = {"r0", "r1", "r2"}
         assert kube.wait_for(lambda: converged(kube, live), timeout=60)
         shares = Counter(shard for shard, _ in placement(kube).values())
         assert set(shares) == live and min(shares.values()) > 15, shares
 
         before_moves, before_drains = moved(replicas)
-        joined = Replica(kube, "r3", ledger, stack).start()
+        joined = Replica(kube, "r3", ledger, stack, grace=60).start()
         live.add("r3")
         assert kube.wait_for(lambda: converged(kube, live), timeout=60)
         shares = Counter(s for s, _ in placement(kube).values())

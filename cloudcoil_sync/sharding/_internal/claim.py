@@ -16,6 +16,7 @@ seconds, so replicas starting together do not take objects that would move again
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -101,6 +102,8 @@ class Claimer:
         self._changed_at = time.monotonic()
         self._started_at = self._changed_at
         self._settled = threading.Event()
+        self._blocked = False  # could not claim: everything again at `_retry_at`
+        self._retry_at = 0.0
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
 
@@ -180,9 +183,11 @@ class Claimer:
 
     # -- rounds --------------------------------------------------------------------------
     def _idle(self) -> float:
-        if self.settled:
-            return _IDLE
-        return max(0.01, min(_IDLE, self._changed_at + self.sharding.settle - time.monotonic()))
+        now = time.monotonic()
+        due = self._retry_at if self._blocked else math.inf
+        if not self.settled:
+            due = min(due, self._changed_at + self.sharding.settle)
+        return max(0.01, min(_IDLE, due - now))
 
     def _round(self, sender: ThreadPoolExecutor) -> None:
         live, _ = self._liveness.update(self.leases.store.list())
@@ -205,11 +210,20 @@ class Claimer:
             changed = True
             log.info("Ring %s settled on %s", self._ring, sorted(self._live))
         if self.identity not in self._live or not self._election.is_leader:
+            # everything once it can claim again (its own Lease's renewals wake this thread)
+            self._blocked, self._retry_at = True, now + self.sharding.retry_period
             return
+        if self._blocked:
+            if now < self._retry_at:
+                with self._lock:
+                    self._dirty |= dirty
+                return
+            self._blocked, changed = False, True
         keys = self._everything() if changed else dirty
         futures = [sender.submit(self._claim, key, obj) for key, obj in self._mine(keys)]
-        for future in futures:
-            future.result()
+        if not all(future.result() for future in futures):
+            # fenced or refused: try every unplaced object again after a retry period
+            self._blocked, self._retry_at = True, now + self.sharding.retry_period
 
     def _everything(self) -> set[Key]:
         keys: set[Key] = set()
@@ -235,7 +249,9 @@ class Claimer:
                 mine.append((key, obj))
         return mine
 
-    def _claim(self, key: Key, obj: JSON) -> None:
+    def _claim(self, key: Key, obj: JSON) -> bool:
+        """Claim `obj`; False if the claim could not be sent or failed for another reason
+        than the object having changed."""
         metadata = obj.get("metadata") or {}
         client = self._config.client(self.kinds[key[0]].resource).raw
         try:
@@ -247,11 +263,12 @@ class Claimer:
                     field_manager=COORDINATOR_MANAGER,
                 )
         except (Conflict, NotFound, Invalid):
-            return  # changed meanwhile (another claim won, or it is gone): its event follows
-        except ClientError as error:  # fenced, or the API failed: the coordinator's fallback
+            return True  # changed meanwhile (another claim won, or it is gone)
+        except ClientError as error:  # fenced, or the API failed: retried
             log.warning("Could not claim %s/%s: %s", metadata.get("namespace"), key[2], error)
-            return
+            return False
         self.claims.labels(ring=self._ring, shard=self.identity).inc()
+        return True
 
     def _poke(self, *_: Any) -> None:
         self._wake.set()

@@ -104,7 +104,7 @@ class Coordinator:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._drains: dict[ObjectRef, float] = {}  # drain requested at (monotonic)
-        self._pending: dict[Key, float] = {}  # unplaced objects: first seen at (monotonic)
+        self._pending: dict[Key, float] = {}  # unplaced objects: first seen at, oldest first
         self._planned: frozenset[str] | None = None  # the live shards of the last full round
         self._last_full = -math.inf
         self._full_due = math.inf  # a full round soon: drains were acknowledged
@@ -122,6 +122,9 @@ class Coordinator:
                     self._wake.clear()
                     timeout = _IDLE
                     if self.claimer.settled:
+                        if self.rounds == 0:  # the grace runs from the ring settling
+                            with self._lock:
+                                self._pending = dict.fromkeys(self._pending, time.monotonic())
                         self.live = self.claimer.live
                         timeout = self._round(sender, fence)
                     self._wake.wait(timeout)
@@ -188,6 +191,8 @@ class Coordinator:
                     if found.shard in counts:
                         counts[found.shard] += 1
         self.metrics.set_assigned(counts)
+        with self._lock:  # drains of objects deleted meanwhile are never acknowledged
+            self._drains = {ref: at for ref, at in self._drains.items() if ref in owners}
         moved = self._send_all(sender, fence, self._moves(primaries, owners))
         owners.update((action.ref, action.shard) for action in moved if action.verb == "assign")
         self._send_all(sender, fence, self._moves(children, owners))
@@ -208,11 +213,16 @@ class Coordinator:
 
     def _fallback(self, sender: ThreadPoolExecutor, fence: WriteFence, now: float) -> float:
         """Assign the unplaced objects no other shard claimed within the grace period."""
-        with self._lock:
-            due = [key for key, seen in self._pending.items() if now - seen >= self.grace]
+        due: list[Key] = []
+        wait = _IDLE
+        with self._lock:  # oldest first (insertion order), so only the due are visited
+            for key, seen in self._pending.items():
+                if now - seen < self.grace:
+                    wait = seen + self.grace - now
+                    break
+                due.append(key)
             for key in due:
                 del self._pending[key]
-            wait = min((seen + self.grace - now for seen in self._pending.values()), default=_IDLE)
         moves: list[Move] = []
         for key in due:
             index, namespace, name = key
@@ -243,6 +253,9 @@ class Coordinator:
             operations = drain_patch(obj, self.ring)
         else:
             operations = assign_patch(obj, self.ring, action.shard)
+        if action.verb == "drain":  # before sending: the release may be seen before it returns
+            with self._lock:
+                self._drains.setdefault(action.ref, time.monotonic())
         try:
             with fenced(fence):
                 client.json_patch(
@@ -252,6 +265,9 @@ class Coordinator:
                     field_manager=COORDINATOR_MANAGER,
                 )
         except ClientError as error:
+            if action.verb == "drain":
+                with self._lock:
+                    self._drains.pop(action.ref, None)
             if not isinstance(error, Conflict | NotFound | Invalid):
                 log.warning("Could not %s %s: %s", action.verb, action.ref, error)
             if action.reason != "new":  # a move: plan it again from a fresh list soon
@@ -259,8 +275,5 @@ class Coordinator:
                     self._full_due = min(self._full_due, time.monotonic() + self.grace)
             self._wake.set()  # an unplaced one changed (a failed test): its event follows
             return False
-        if action.verb == "drain":
-            with self._lock:
-                self._drains.setdefault(action.ref, time.monotonic())
         self.metrics.moves.labels(ring=self.ring, reason=action.reason).inc()
         return True
