@@ -174,28 +174,27 @@ class Coordinator:
         return self._fallback(sender, fence, time.monotonic())
 
     def _full_round(self, sender: ThreadPoolExecutor, fence: WriteFence) -> None:
-        """List every object once; drain the misplaced, reassign the dead's, move children."""
+        """List every object once, a page at a time (primaries first): drain the misplaced,
+        reassign the dead's, move children to their owner's shard."""
         self.full_rounds += 1
         owners: dict[ObjectRef, str | None] = {}
         counts: dict[str, int] = dict.fromkeys(self.live, 0)
-        primaries: list[tuple[ShardedKind, JSON, Placement]] = []
-        children: list[tuple[ShardedKind, JSON, Placement]] = []
         for kind in sorted(self.kinds, key=lambda kind: bool(kind.owners)):
-            for obj in listed(self.config, kind):
-                found = placement(obj, kind, self.ring)
-                if found is None:
-                    continue
-                (children if kind.owners else primaries).append((kind, obj, found))
-                if not kind.owners:
+            for page in listed(self.config, kind):
+                entries = [
+                    (kind, obj, found)
+                    for obj in page
+                    if (found := placement(obj, kind, self.ring)) is not None
+                ]
+                for _, _, found in entries if not kind.owners else ():
                     owners[found.ref] = None if found.draining else found.shard
                     if found.shard in counts:
                         counts[found.shard] += 1
+                moved = self._send_all(sender, fence, self._moves(entries, owners))
+                owners.update((a.ref, a.shard) for a in moved if a.verb == "assign")
         self.metrics.set_assigned(counts)
         with self._lock:  # drains of objects deleted meanwhile are never acknowledged
             self._drains = {ref: at for ref, at in self._drains.items() if ref in owners}
-        moved = self._send_all(sender, fence, self._moves(primaries, owners))
-        owners.update((action.ref, action.shard) for action in moved if action.verb == "assign")
-        self._send_all(sender, fence, self._moves(children, owners))
 
     def _moves(
         self,

@@ -105,13 +105,13 @@ def informer(
     return Informer(MetadataListWatch(source) if metadata else source, name=name)
 
 
-def listed(config: Config, kind: ShardedKind, page: int = 500) -> Iterator[JSON]:
+def listed(config: Config, kind: ShardedKind, page: int = 500) -> Iterator[list[JSON]]:
     """Every object of `kind` (its selector, its scope), metadata only, a page at a time."""
     client = config.client(kind.resource)
     scope = kind.namespace if client.mapping.namespaced else None
     source = ClientListWatch(client, namespace=scope, label_selector=kind.selector)
     for items, _ in MetadataListWatch(source).pages(limit=page):
-        yield from items
+        yield items
 
 
 def synced(informer: Informer, stop: threading.Event) -> bool:
