@@ -96,7 +96,7 @@ class Claimer:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._dirty: set[Key] = set()
+        self._dirty: dict[Key, JSON] = {}  # unplaced objects targeted at this replica
         self._listeners: list[Listener] = []
         self._live: frozenset[str] = frozenset()
         self._changed_at = time.monotonic()
@@ -196,7 +196,7 @@ class Claimer:
         with self._lock:
             if changed:
                 self._live, self._changed_at = frozenset(live), now
-            dirty, self._dirty = self._dirty, set()
+            dirty, self._dirty = self._dirty, {}
             listeners = list(self._listeners)
         for listener in listeners:
             listener(None, None)
@@ -204,7 +204,7 @@ class Claimer:
             patience = self.sharding.settle
             if now - self._changed_at < patience and now - self._started_at < 4 * patience:
                 with self._lock:
-                    self._dirty |= dirty  # kept for when it settles
+                    self._dirty = {**dirty, **self._dirty}  # kept for when it settles
                 return
             self._settled.set()
             changed = True
@@ -216,7 +216,7 @@ class Claimer:
         if self._blocked:
             if now < self._retry_at:
                 with self._lock:
-                    self._dirty |= dirty
+                    self._dirty = {**dirty, **self._dirty}
                 return
             self._blocked, changed = False, True
         keys = self._everything() if changed else dirty
@@ -225,29 +225,24 @@ class Claimer:
             # fenced or refused: try every unplaced object again after a retry period
             self._blocked, self._retry_at = True, now + self.sharding.retry_period
 
-    def _everything(self) -> set[Key]:
-        keys: set[Key] = set()
-        for index, view in enumerate(self.views):
-            for obj in view.store.list():
-                metadata = obj.get("metadata") or {}
-                keys.add((index, metadata.get("namespace"), metadata.get("name", "")))
-        return keys
+    def _everything(self) -> dict[Key, JSON]:
+        return {
+            _key(index, obj): obj
+            for index, view in enumerate(self.views)
+            for obj in view.store.list()
+        }
 
-    def _mine(self, keys: set[Key]) -> list[tuple[Key, JSON]]:
-        """The unplaced objects among `keys` whose target is this replica."""
-        mine: list[tuple[Key, JSON]] = []
-        for key in keys:
-            index, namespace, name = key
-            obj = self.views[index].store.get(namespace, name)
-            if obj is None:
-                continue  # claimed or gone meanwhile
-            found = placement(obj, self.kinds[index], self._ring)
-            if found is None or found.shard is not None:
-                continue  # not a child of a sharded object, or labelled meanwhile
-            hashed = found.owner if found.owner is not None else found.ref
-            if pick_shard(self._live, hashed) == self.identity:
-                mine.append((key, obj))
-        return mine
+    def _mine(self, entries: dict[Key, JSON]) -> list[tuple[Key, JSON]]:
+        """The unplaced objects among `entries` whose target is this replica."""
+        return [(key, obj) for key, obj in entries.items() if self._targeted(key[0], obj)]
+
+    def _targeted(self, index: int, obj: JSON) -> bool:
+        """Whether `obj` (of kind `index`) is unplaced and hashes to this replica."""
+        found = placement(obj, self.kinds[index], self._ring)
+        if found is None or found.shard is not None:
+            return False  # not a child of a sharded object, or labelled meanwhile
+        hashed = found.owner if found.owner is not None else found.ref
+        return pick_shard(self._live, hashed) == self.identity
 
     def _claim(self, key: Key, obj: JSON) -> bool:
         """Claim `obj`; False if the claim could not be sent or failed for another reason
@@ -275,12 +270,23 @@ class Claimer:
 
     def _marker(self, index: int) -> Callable[..., None]:
         def mark(obj: JSON, new: JSON | None = None) -> None:
-            metadata = (new if new is not None else obj).get("metadata") or {}
+            current = new if new is not None else obj
+            # Filtered here, on the object the informer decoded (the store would decode it
+            # again): most unplaced objects are another shard's. A change of the live
+            # shards re-examines every unplaced object anyway.
+            mine = self._targeted(index, current)
             with self._lock:
-                self._dirty.add((index, metadata.get("namespace"), metadata.get("name", "")))
+                if mine:
+                    self._dirty[_key(index, current)] = current
                 listeners = list(self._listeners)
             for listener in listeners:
-                listener(index, new if new is not None else obj)
-            self._wake.set()
+                listener(index, current)
+            if mine:
+                self._wake.set()
 
         return mark
+
+
+def _key(index: int, obj: JSON) -> Key:
+    metadata = obj.get("metadata") or {}
+    return index, metadata.get("namespace"), metadata.get("name", "")
