@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from datetime import UTC, datetime
 
 from cloudcoil.models.kubernetes.coordination.v1 import Lease
+from waiting import wait_until
 
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.sharding import RING_LABEL, ObjectRef, pick_shard
@@ -74,14 +75,13 @@ def test_objects_no_shard_claims_are_assigned_then_reassigned_when_it_dies() -> 
             ),
             timeout=60,
         )
-        moves, _ = moved(replicas)
-        assert moves["new"] == len(ghosts), moves
+        # counted once the patch has returned: the label may be seen first
+        assert wait_until(lambda: moved(replicas)[0]["new"] == len(ghosts), 30), moved(replicas)
 
         stop.set()  # the ghost's Lease expires: its objects go to the live shards
         renewing.join(10)
         assert kube.wait_for(lambda: converged(kube, {"r0", "r1"}), timeout=60)
-        moves, _ = moved(replicas)
-        assert moves["dead"] == len(ghosts), moves
+        assert wait_until(lambda: moved(replicas)[0]["dead"] == len(ghosts), 30), moved(replicas)
         assert Counter(shard for shard, _ in placement(kube).values()).keys() == {"r0", "r1"}
         for replica in replicas:
             assert replica.close() is None
