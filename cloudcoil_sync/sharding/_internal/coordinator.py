@@ -223,6 +223,7 @@ class Coordinator:
             for key in due:
                 del self._pending[key]
         moves: list[Move] = []
+        keys: dict[ObjectRef, Key] = {}
         for key in due:
             index, namespace, name = key
             obj = self.claimer.views[index].store.get(namespace, name)
@@ -230,12 +231,14 @@ class Coordinator:
             found = None if obj is None else placement(obj, kind, self.ring)
             if obj is None or found is None or found.shard is not None:
                 continue  # claimed meanwhile (it leaves the claimer's view), or not sharded
-            moves.extend(
-                (action, kind.resource, obj)
-                for action in plan(self.live, [found])
-                if action.shard != self.claimer.identity  # this replica's claimer has it
-            )
-        self._send_all(sender, fence, moves)
+            for action in plan(self.live, [found]):
+                if action.shard != self.claimer.identity:  # this replica's claimer has it
+                    moves.append((action, kind.resource, obj))
+                    keys[action.ref] = key
+        applied = {action.ref for action in self._send_all(sender, fence, moves)}
+        with self._lock:  # not applied (fenced, refused, changed): due again after the grace
+            for ref in keys.keys() - applied:
+                self._pending.setdefault(keys[ref], time.monotonic())
         return max(0.01, min(_IDLE, wait))
 
     def _send_all(
