@@ -13,7 +13,8 @@ seconds and RSS, creates `--count` objects (8 client threads) and follows them w
 list + watch until each is written by the shard its label names and every shard holds some
 ("converged"), lets them idle 5 s, and reports per replica the CPU seconds spent since the
 objects were created, the peak RSS and the RSS over its idle ring-formed floor (the cache's
-share). The coordinator (the ring Lease holder) is marked: it also decodes every object.
+share). The coordinator (the ring Lease holder) is marked: it also lists every object when
+the live shards change and assigns what no shard claimed.
 With N > 1 it then starts one more replica (join) and times convergence onto N + 1 shards,
 then SIGKILLs one that is not the coordinator (kill: its Lease must expire first) and times
 convergence onto the N remaining.

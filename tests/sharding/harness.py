@@ -24,6 +24,7 @@ from cloudcoil_sync.testing import Emulator
 RING = "echo"
 LABEL = "sharding.example.com/managed"
 KEY = shard_key(RING)
+LEASES = {"lease_duration": 2, "renew_deadline": 1.2, "retry_period": 0.2}
 JSON = dict[str, Any]
 
 
@@ -68,7 +69,14 @@ class Ledger:
 class Replica:
     """One sharded Application on a thread, talking to the emulator through its own proxy."""
 
-    def __init__(self, kube: Emulator, identity: str, ledger: Ledger, stack: ExitStack) -> None:
+    def __init__(
+        self,
+        kube: Emulator,
+        identity: str,
+        ledger: Ledger,
+        stack: ExitStack,
+        **sharding: float,
+    ) -> None:
         self.identity = identity
         token = f"shard-token-{identity}"
         kube.add_token(token, identity, ("system:masters",))
@@ -99,7 +107,9 @@ class Replica:
             controller,
             config=self.config,
             sharding=Sharding(
-                RING, identity=identity, lease_duration=2, renew_deadline=1.2, retry_period=0.2
+                RING,
+                identity=identity,
+                **{**LEASES, **sharding},  # type: ignore[arg-type]
             ),
         )
         self.stop = threading.Event()

@@ -32,7 +32,9 @@ def test_kill_and_join_with_2000_objects_never_reconcile_an_object_twice_at_once
     with Emulator(log_size=1_000_000, history_size=1_000_000) as kube, ExitStack() as stack:
         for index in range(OBJECTS):
             kube.create_object(configmap(f"cm-{index}"))
-        replicas = [Replica(kube, f"r{i}", ledger, stack).start() for i in range(3)]
+        # Leases that a loaded machine (a whole suite beside it) does not lose by accident
+        leases = {"lease_duration": 6, "renew_deadline": 4, "retry_period": 0.5}
+        replicas = [Replica(kube, f"r{i}", ledger, stack, **leases).start() for i in range(3)]
         live = {"r0", "r1", "r2"}
         assert wait_until(lambda: converged(kube, live), TIMEOUT, interval=0.5)
 
@@ -41,7 +43,7 @@ def test_kill_and_join_with_2000_objects_never_reconcile_an_object_twice_at_once
         live.discard(killed.identity)
         assert wait_until(lambda: converged(kube, live), TIMEOUT, interval=0.5)
 
-        joined = Replica(kube, "r3", ledger, stack).start()
+        joined = Replica(kube, "r3", ledger, stack, **leases).start()
         live.add(joined.identity)
         for index in range(OBJECTS, OBJECTS + 100):  # created while the ring rebalances
             kube.create_object(configmap(f"cm-{index}"))

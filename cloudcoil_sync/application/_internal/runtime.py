@@ -186,6 +186,7 @@ class _Components:
         self.host: Any = None
         self.admission: Any = None
         self.ring: RingElection | None = None  # a sharded replica's bid for the ring Lease
+        self.shard_election: LeaderElection | None = None  # a sharded replica's own Lease
         election = app.leader_election
         self.identity = election.identity if election is not None else None
         if app.sharding is not None:
@@ -234,6 +235,7 @@ class _Components:
 
             election, shard = ShardElection(app.sharding, self.config), ShardFilter(app.sharding)
             shard.bind_metrics(self.metrics.registry)
+            self.shard_election = election
         manager = Manager(
             *app.controllers,
             config=self.config,
@@ -275,17 +277,22 @@ class _Components:
         self.group.add(self.host, stop_timeout=timeout)
 
     def _add_ring(self) -> None:
-        """A sharded replica also competes for the ring Lease (to coordinate): a member
-        after the manager, so it stops first."""
-        sharding = self.app.sharding
-        if sharding is None:
+        """A sharded replica claims the new objects whose target it is, and competes for
+        the ring Lease (to coordinate): members after the manager, so they stop first."""
+        sharding, election = self.app.sharding, self.shard_election
+        if sharding is None or election is None:
             return
-        from cloudcoil_sync.sharding._internal.coordinator import CoordinatorMetrics, sharded_kinds
+        from cloudcoil_sync.sharding._internal.claim import Claimer
+        from cloudcoil_sync.sharding._internal.coordinator import CoordinatorMetrics
         from cloudcoil_sync.sharding._internal.election import RingElection
+        from cloudcoil_sync.sharding._internal.kinds import sharded_kinds
 
         kinds = sharded_kinds(self.app.controllers, self.config.namespace)
-        metrics = CoordinatorMetrics(sharding.ring_name, self.metrics.registry)
-        self.ring = RingElection(sharding, self.config, kinds, metrics)
+        registry = self.metrics.registry
+        claimer = Claimer(sharding, self.config, kinds, election, registry)
+        self.group.add(claimer, stop_timeout=_MANAGER_STOP_MARGIN)
+        metrics = CoordinatorMetrics(sharding.ring_name, registry)
+        self.ring = RingElection(sharding, self.config, claimer, metrics)
         self.group.add(self.ring, stop_timeout=_MANAGER_STOP_MARGIN)
 
     def _wait(self) -> None:

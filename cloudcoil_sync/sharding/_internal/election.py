@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
 from cloudcoil_sync.controller._internal.event_relay import StopEvent
 from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
-from cloudcoil_sync.sharding._internal.coordinator import (
-    Coordinator,
-    CoordinatorMetrics,
-    ShardedKind,
-)
+from cloudcoil_sync.sharding._internal.claim import Claimer
+from cloudcoil_sync.sharding._internal.coordinator import Coordinator, CoordinatorMetrics
 from cloudcoil_sync.sharding._internal.settings import Sharding
 
 if TYPE_CHECKING:
@@ -38,12 +34,12 @@ class RingElection:
         self,
         sharding: Sharding,
         config: Config,
-        kinds: Sequence[ShardedKind],
+        claimer: Claimer,
         metrics: CoordinatorMetrics,
     ) -> None:
         self.sharding = sharding
         self.config = config
-        self.kinds = tuple(kinds)
+        self.claimer = claimer
         self.metrics = metrics
         self._stop = StopEvent()  # wakes the election's run without a relay thread
         self._thread: threading.Thread | None = None
@@ -114,7 +110,7 @@ class RingElection:
             retry_period=sharding.retry_period,
             config=self.config,
         )
-        coordinator = Coordinator(sharding, self.config, self.kinds, self.metrics)
+        coordinator = Coordinator(sharding, self.config, self.claimer, self.metrics)
         with self._lock:
             self._election, self._coordinator = election, coordinator
         if self._stop.is_set():

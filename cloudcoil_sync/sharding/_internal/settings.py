@@ -26,7 +26,11 @@ class Sharding:
     labelled ``shard.sharding.cloudcoil.dev/<ring>=<identity>``; the holder of the Lease
     ``<ring>`` also assigns objects to live shards. ``ring`` defaults to the Application's
     name, ``identity`` to ``$CLOUDCOIL_SHARD_IDENTITY`` or the host name (a Pod's name).
-    Durations are the Leases' (as `LeaderElection`'s: 15/10/2 s).
+    Durations are the Leases' (as `LeaderElection`'s: 15/10/2 s). New objects are labelled
+    by their target shard; the coordinator assigns one that no shard claimed within
+    ``grace`` seconds (default one lease duration). At start-up a replica claims nothing
+    until the ring's live shards stayed the same for ``settle`` seconds (default two retry
+    periods; at most four times that), so replicas started together do not shuffle objects.
     """
 
     def __init__(
@@ -38,6 +42,8 @@ class Sharding:
         renew_deadline: float = 10,
         retry_period: float = 2,
         assign_workers: int = 4,
+        grace: float | None = None,
+        settle: float | None = None,
     ) -> None:
         self.ring = dns_label(ring, "Sharding ring") if ring is not None else None
         chosen = identity or os.environ.get(IDENTITY_ENV) or socket.gethostname().lower()
@@ -47,6 +53,13 @@ class Sharding:
                 raise TypeError(f"{label} must be a number of seconds")
             if not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{label} must be a positive number of seconds")
+        grace = lease_duration if grace is None else grace
+        settle = 2 * retry_period if settle is None else settle
+        for label, value in (("grace", grace), ("settle", settle)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{label} must be a number of seconds")
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{label} must be zero or a positive number of seconds")
         if not 0 < retry_period < renew_deadline < lease_duration:
             raise ValueError("Require 0 < retry_period < renew_deadline < lease_duration")
         if isinstance(assign_workers, bool) or not isinstance(assign_workers, int):
@@ -57,6 +70,8 @@ class Sharding:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.assign_workers = assign_workers
+        self.grace = float(grace)
+        self.settle = float(settle)
         self.namespace: str | None = None
         self.config: Config | None = None
 
