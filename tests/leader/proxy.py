@@ -8,7 +8,7 @@ both directions on every connection, old and new (a network partition: requests 
 from __future__ import annotations
 
 import contextlib
-import select
+import selectors
 import socket
 import struct
 import threading
@@ -94,17 +94,23 @@ class FaultProxy:
 
     def _pump(self, client: socket.socket, upstream: socket.socket) -> None:
         peers = {client: upstream, upstream: client}
+        # A selector, not select.select: that one fails on descriptors numbered past 1024,
+        # which a long suite's worker process reaches (every connection then looked reset).
+        selector = selectors.DefaultSelector()
         try:
+            for sock in peers:
+                selector.register(sock, selectors.EVENT_READ)
             while not self._closed.is_set():
                 if self._mode != "pass":
                     # Partition: hold the bytes. A reset aborts the sockets from set_mode.
                     if self._closed.wait(0.02) or client.fileno() < 0:
                         return
                     continue
-                readable, _, _ = select.select(list(peers), [], [], 0.05)
-                for sock in readable:
+                for key, _ in selector.select(0.05):
                     if self._mode != "pass":
                         break
+                    sock = key.fileobj
+                    assert isinstance(sock, socket.socket)
                     data = sock.recv(65536)
                     if not data:
                         return
@@ -112,6 +118,7 @@ class FaultProxy:
         except (OSError, ValueError):
             return
         finally:
+            selector.close()
             self._forget(client, upstream)
 
 

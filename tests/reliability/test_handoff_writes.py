@@ -101,8 +101,8 @@ def take_over(kube: Emulator, standby: Replica, spare: Callable[[], Replica]) ->
     """The replica that took the Lease and wrote, or None after 30 s. On a starved machine a
     standby can lose its fresh lead at the 0.6 s renew deadline before writing (its run ends
     with LeadershipLost, the Lease released): that is a loss, not an overlap, so a spare
-    replica (at most three) is started to take over instead."""
-    for _ in range(4):
+    replica (at most seven) is started to take over instead."""
+    for _ in range(8):
         ended = wait_until(
             lambda: wrote(kube, standby) or not standby.thread.is_alive(),  # noqa: B023
             timeout=30,
@@ -110,7 +110,7 @@ def take_over(kube: Emulator, standby: Replica, spare: Callable[[], Replica]) ->
         if ended and wrote(kube, standby):
             return standby
         if standby.thread.is_alive():
-            return None
+            raise AssertionError(f"{standby.identity} alive, not written; holder {holder(kube)!r}")
         error = standby.close()
         assert isinstance(error, LeadershipLost), repr(error)
         standby = spare()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import ssl
 import threading
@@ -282,3 +283,28 @@ def test_a_watch_whose_client_left_is_ended_while_idle_and_while_busy(
         if emulator.open_watches == 0:
             break
     assert emulator.watches.wait_closed(6.0)
+
+
+def test_a_watch_served_on_a_descriptor_past_1024_stays_open(
+    client: Client, streams: list[Stream], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process holding many descriptors (a long test session) gets connection sockets
+    # numbered past select()'s 1024 limit: the emulator must still tell a live client apart
+    # from a gone one (it ended every such watch at once), so does the test's fault proxy.
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        client.post(CM, configmap("before"))
+        rv = client.get(CM).json()["metadata"]["resourceVersion"]
+        monkeypatch.setattr(emulator_watch, "PEER_CHECK", 0.02)  # idle rounds check the peer
+        fresh = Client(client.emulator, client.ca_file)  # a new connection: a high descriptor
+        stream = open_stream(fresh, streams, f"resourceVersion={rv}")
+        assert not stream.ended.wait(0.5)  # many idle rounds: the live client is not "gone"
+        for i in range(3):
+            client.post(CM, configmap(f"late{i}"))
+        events = stream.wait(3)
+        assert [e["object"]["metadata"]["name"] for e in events] == ["late0", "late1", "late2"]
+    finally:
+        for fd in held:
+            os.close(fd)

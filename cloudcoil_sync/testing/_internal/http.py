@@ -132,11 +132,14 @@ class Exchange:
         """During a stream the client sends nothing: a readable socket means it closed."""
         if self._sock is None:
             return False
+        # poll, not select.select: select fails on descriptors numbered past 1024, which
+        # would have ended every watch of a process holding that many.
+        poller = select.poll()
         try:
-            readable, _, _ = select.select([self._sock], [], [], 0)
+            poller.register(self._sock, select.POLLIN)
+            return bool(poller.poll(0))
         except (OSError, ValueError):
             return True
-        return bool(readable)
 
     def end_stream(self, abort: bool = False) -> None:
         if abort:
