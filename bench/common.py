@@ -37,6 +37,7 @@ __all__ = [
     "EmulatorProcess",
     "configmap",
     "cpu_seconds",
+    "emit",
     "machine",
     "peak_rss",
 ]
@@ -288,6 +289,14 @@ def machine() -> dict[str, Any]:
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def emit(result: dict[str, Any], path: str | None) -> None:
+    """Print a bench's JSON result, and write it to ``path`` (its --json) when given."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if path:
+        Path(path).write_text(text)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,14 @@ return. Before the supervisors waited on notifications they re-checked the stop 
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import statistics
 import sys
 import threading
 import time
 from typing import Any
+
+from common import emit
 
 from cloudcoil_sync.controller._internal.leader import LeaderElection
 from cloudcoil_sync.testing import Emulator
@@ -93,10 +94,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     with Emulator() as kube:
         result = measure(kube, args.leaders, args.standbys, args.seconds)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(result, out, indent=2)
+    emit(result, args.json)
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import re
 import sys
 import threading
@@ -23,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from common import emit
 
 from cloudcoil_sync.application import Application
 from cloudcoil_sync.client import Config
@@ -109,10 +109,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     with Emulator() as kube:
         result = measure(kube)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(result, out, indent=2)
+    emit(result, args.json)
     return 0
 
 
