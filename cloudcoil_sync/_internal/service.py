@@ -110,6 +110,7 @@ class _Member:
     service: Service
     stop_timeout: float | None
     ready_timeout: float | None  # wait for readiness before starting the next member
+    log_exit: bool = True  # False: its owner reports how it ended (the group does not log it)
     started: bool = False
 
 
@@ -148,9 +149,11 @@ class ServiceGroup:
         *,
         stop_timeout: float | None = 10.0,
         ready_timeout: float | None = None,
+        log_exit: bool = True,
     ) -> None:
-        """Append `service`; with `ready_timeout`, later members start only once it is ready."""
-        self._members.append(_Member(service, stop_timeout, ready_timeout))
+        """Append `service`; with `ready_timeout`, later members start only once it is ready.
+        With ``log_exit=False`` its ending on its own is not logged (its owner reports it)."""
+        self._members.append(_Member(service, stop_timeout, ready_timeout, log_exit))
 
     def start(self, on_exit: ExitCallback | None = None) -> None:
         """Start every member not started yet, in order (members added later start on the
@@ -171,27 +174,28 @@ class ServiceGroup:
     def _start(self, member: _Member) -> None:
         service = member.service
         member.started = True  # stopped even if its start raises half way
-        service.start(on_exit=self._exit_callback(service.name))
+        service.start(on_exit=self._exit_callback(member))
         limit = member.ready_timeout
         if limit is not None and not self.stop_event.is_set() and not service.wait_ready(limit):
             raise ServiceNotReady(f"{service.name} did not become ready within {limit:g}s")
 
-    def _exit_callback(self, name: str) -> ExitCallback:
+    def _exit_callback(self, member: _Member) -> ExitCallback:
         def exited(error: BaseException | None) -> None:
-            self._exited(name, error)
+            self._exited(member, error)
 
         return exited
 
-    def _exited(self, name: str, error: BaseException | None) -> None:
+    def _exited(self, member: _Member, error: BaseException | None) -> None:
+        name = member.service.name
         with self._lock:
             first = self.exited is None and not self._stopping
             if first:
                 self.exited, self.exit_error = name, error
         if not first:
             return
-        if error is None:
+        if member.log_exit and error is None:
             log.error("%s: %s stopped unexpectedly", self._name, name)
-        else:
+        elif member.log_exit:
             log.error("%s: %s failed: %s", self._name, name, error)
         self.stop_event.set()
         if self._on_exit is not None:

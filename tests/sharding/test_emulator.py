@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from prometheus_client.parser import text_string_to_metric_families
 from waiting import wait_until
 
+from cloudcoil_sync.sharding import ObjectRef, pick_shard
 from cloudcoil_sync.testing import Emulator
 
 from .harness import Ledger, Replica, configmap, converged, placement
@@ -22,14 +23,16 @@ def test_three_replicas_split_the_objects_and_rebalance_on_join_and_stop() -> No
         # grace: the coordinator's fallback never races a claim on a loaded machine
         replicas = [Replica(kube, f"r{i}", ledger, stack, grace=60).start() for i in range(3)]
         live = {"r0", "r1", "r2"}
-        assert kube.wait_for(lambda: converged(kube, live), timeout=60)
+        # r0 may claim most objects before r1 and r2 are up; they then move by drains, so
+        # wait for the ring's placement, not only for every shard to hold something.
+        assert kube.wait_for(lambda: settled(kube, live), timeout=60)
         shares = Counter(shard for shard, _ in placement(kube).values())
-        assert set(shares) == live and min(shares.values()) > 15, shares
+        assert min(shares.values()) > 15, shares
 
         before_moves, before_drains = moved(replicas)
         joined = Replica(kube, "r3", ledger, stack, grace=60).start()
         live.add("r3")
-        assert kube.wait_for(lambda: converged(kube, live), timeout=60)
+        assert kube.wait_for(lambda: settled(kube, live), timeout=60)
         shares = Counter(s for s, _ in placement(kube).values())
         assert set(shares) == live
         everyone = (*replicas, joined)
@@ -49,6 +52,14 @@ def test_three_replicas_split_the_objects_and_rebalance_on_join_and_stop() -> No
         for replica in (*replicas[1:], joined):
             assert replica.close() is None
     assert ledger.overlapping() == []
+
+
+def settled(kube: Emulator, live: set[str]) -> bool:
+    """Every object on the shard the ring picks among `live`, and last written by it."""
+    return all(
+        shard == writer == pick_shard(live, ObjectRef("", "ConfigMap", "default", name))
+        for name, (shard, writer) in placement(kube).items()
+    )
 
 
 def samples(replica: Replica) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

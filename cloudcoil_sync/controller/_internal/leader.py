@@ -39,8 +39,9 @@ released only once ``work`` has returned.
 It is also a `cloudcoil_sync._internal.service.Service`: ``start(on_exit)``, ``wait_ready``,
 ``healthy`` and ``stop(timeout) -> bool``. The parts: `lease.LeaseMachine` decides each step
 from the observed Lease and the clock (no threads), `elector.Elector` is the lease thread that
-carries the steps out, `leader_work.LeaderWork` supervises the leader work; all of them wait on
-the machine's condition, which every transition, renewal and stop notifies.
+carries the steps out, and `run` supervises the leader work as a Manager does (a `ServiceGroup`
+of the election and a `leader_gate.LeaderGate`); all of them wait on the machine's condition,
+which every transition, renewal and stop notifies.
 """
 
 from __future__ import annotations
@@ -51,19 +52,23 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 from uuid import uuid4
 
 from prometheus_client import CollectorRegistry
 
-from cloudcoil_sync._internal.names import is_dns_label, is_dns_subdomain
 from cloudcoil_sync._internal.script_errors import install_for_script
-from cloudcoil_sync._internal.service import ExitCallback
+from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup
 from cloudcoil_sync.client._internal.config import Config
 from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.elector import Elector, LeadershipLost
 from cloudcoil_sync.controller._internal.event_relay import relay
-from cloudcoil_sync.controller._internal.leader_work import LeaderWork, await_leadership
+from cloudcoil_sync.controller._internal.leader_gate import LeaderGate
+from cloudcoil_sync.controller._internal.leader_options import (
+    TIMING_RANGE,
+    dns_name,
+    lease_duration_value,
+    seconds,
+)
 from cloudcoil_sync.controller._internal.lease import LeaseMachine, LeaseSettings
 from cloudcoil_sync.controller._internal.lease_client import ClientLeaseAPI
 from cloudcoil_sync.controller._internal.lease_record import LeaseAPI, LeaseObserver
@@ -72,33 +77,6 @@ from cloudcoil_sync.controller._internal.metrics import master_status_gauge
 __all__ = ["LeaderElection", "LeadershipLost", "LeaseAPI", "LeaseObserver"]
 
 logger = logging.getLogger("cloudcoil_sync.controller.leader")  # the component's logger
-
-_INT32_MAX = 2**31 - 1
-_RANGE = "Require 0 < retry_period < renew_deadline < lease_duration"
-
-
-def _dns_name(value: Any, *, label: bool) -> str:
-    """A DNS subdomain (Lease name) or a DNS label (namespace), else ValueError."""
-    if not (is_dns_label(value) if label else is_dns_subdomain(value)):
-        raise ValueError("Lease name and namespace must be valid Kubernetes DNS names")
-    return str(value)
-
-
-def _seconds(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(_RANGE)
-    return float(value)
-
-
-def _lease_duration(value: Any) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not 0 < value <= _INT32_MAX
-    ):
-        raise ValueError("lease_duration must be a positive int32 number of seconds")
-    return value
 
 
 class LeaderElection:
@@ -133,19 +111,19 @@ class LeaderElection:
         clock: Callable[[], float] | None = None,
     ) -> None:
         install_for_script()
-        self.name = _dns_name(name, label=False)
+        self.name = dns_name(name, label=False)
         if not isinstance(warm, bool):
             raise TypeError("warm must be True or False")
         #: Standbys list and watch their informers before they lead (a Manager reads this).
         self.warm = warm
-        self.namespace = _dns_name(namespace, label=True) if namespace is not None else None
+        self.namespace = dns_name(namespace, label=True) if namespace is not None else None
         self.identity = identity if identity is not None else f"{socket.gethostname()}_{uuid4()}"
         if not isinstance(self.identity, str) or not 1 <= len(self.identity) <= 128:
             raise ValueError("Lease identity must have 1-128 characters")
-        self.lease_duration = _lease_duration(lease_duration)
-        renew, retry = _seconds(renew_deadline), _seconds(retry_period)
+        self.lease_duration = lease_duration_value(lease_duration)
+        renew, retry = seconds(renew_deadline), seconds(retry_period)
         if not 0 < retry < renew < lease_duration:
-            raise ValueError(_RANGE)
+            raise ValueError(TIMING_RANGE)
         self.renew_deadline = renew
         self.retry_period = retry
         self.config = config
@@ -409,70 +387,82 @@ class LeaderElection:
         the work is joined, the Lease released if still ours, then :class:`LeadershipLost` is
         raised. A fatal API error (403...) is raised as is; so is an exception from the work.
         If the work does not return within ``join_timeout`` the Lease is not released (it
-        expires) and RuntimeError is raised.
+        expires) and RuntimeError is raised. The election must not be started before.
+
+        The parts are a `ServiceGroup` of this election and a `LeaderGate` (the work's term),
+        as in a Manager: stopped in reverse, so the work has ended before the release.
         """
-        self._enter_run()
+        self._enter_run(config)
+        gate = LeaderGate(leader_work, self, wake=self._wake_run)
+        group = ServiceGroup(f"leader election {self.name}")
+        group.add(self, stop_timeout=None, log_exit=False)  # bounds its own stop
+        group.add(gate, stop_timeout=join_timeout, log_exit=False)  # run() raises the outcome
         try:
-            if self._elector is None:
-                self.start(config)
-            machine = self._machine
-            assert machine is not None
-            unsubscribe = relay(stop, machine.condition) if stop is not None else None
-            try:
-                errors, outcome = self._lead(machine, leader_work, stop, join_timeout)
-            finally:
-                if unsubscribe is not None:
-                    unsubscribe()
+            group.start(on_exit=lambda error: self._wake_run())
+            self._supervise(group, stop)
         finally:
             try:
-                self._stop_elector(None, release=True)  # unless _lead left the Lease to expire
+                group.stop()
             finally:
                 with self._lock:
                     self._runner = None
                     self._lock.notify_all()
-        self._raise_outcome(machine, errors, outcome)
+        self._raise_outcome(gate.error)
 
-    def _enter_run(self) -> None:
+    def _enter_run(self, config: Config | None) -> None:
         with self._lock:
             if self._runner is not None:
                 raise RuntimeError("LeaderElection.run is already running")
             machine = self._machine
             if self._stopped or (machine is not None and machine.state == "lost"):
                 raise RuntimeError("LeaderElection instances can only run once")
+            if self._elector is not None:
+                raise RuntimeError("LeaderElection.run() starts the election: do not start() it")
             self._runner = threading.current_thread()
             self._run_stop = False
+            if config is not None:
+                self.config = config
 
-    def _lead(
-        self,
-        machine: LeaseMachine,
-        leader_work: Callable[[threading.Event], None],
-        stop: threading.Event | None,
-        join_timeout: float | None,
-    ) -> tuple[list[BaseException], str]:
-        """(the work's errors, how the term ended)."""
+    def _wake_run(self) -> None:
+        machine = self._machine
+        if machine is not None:
+            with machine.condition:
+                machine.condition.notify_all()
 
-        def stopping() -> bool:
-            return self._run_stop or (stop is not None and stop.is_set())
+    def _supervise(self, group: ServiceGroup, stop: threading.Event | None) -> None:
+        """Until asked to stop (``stop``, `stop`), a member ended (the work, a loss, a fatal
+        error), or the renew deadline passed unrenewed on this replica's own clock (whatever
+        the lease thread is doing). Every wait is woken by a notification or the deadline."""
+        machine = self._machine
+        assert machine is not None  # started by the group
+        unsubscribe = relay(stop, machine.condition) if stop is not None else None
 
-        if not await_leadership(machine, stopping):
-            return [], "stopped"
-        work = LeaderWork(machine, leader_work)
+        def ended() -> bool:
+            return (
+                group.stop_event.is_set()
+                or self._run_stop
+                or self.lost.is_set()
+                or (stop is not None and stop.is_set())
+            )
+
         try:
-            outcome = work.run(stopping, join_timeout)
-        except RuntimeError:
-            self._stop_elector(None, release=False)  # the lease thread must not release
-            raise
-        return work.errors, outcome
+            with machine.condition:
+                while not ended():
+                    left = self.time_left()
+                    if left is not None and not self.check():
+                        return  # lost on our clock: the group's stop ends the work at once
+                    machine.condition.wait(left)
+        finally:
+            if unsubscribe is not None:
+                unsubscribe()
 
-    def _raise_outcome(
-        self, machine: LeaseMachine, errors: list[BaseException], outcome: str
-    ) -> None:
-        if machine.failure is not None:
-            raise machine.failure
-        if errors:
-            raise errors[0]
-        if outcome == "lost":
-            raise LeadershipLost(f"Lost leadership of Lease {self.name}: {machine.reason}")
+    def _raise_outcome(self, error: BaseException | None) -> None:
+        if self.failure is not None:
+            raise self.failure
+        if error is not None:
+            raise error
+        if self.lost.is_set():
+            raise LeadershipLost(f"Lost leadership of Lease {self.name}: {self.reason}")
 
     # -- API access --------------------------------------------------------------------------
 
@@ -480,7 +470,7 @@ class LeaderElection:
         if self.namespace is not None:
             return self.namespace
         namespace = getattr(self.config, "namespace", None) or "default"
-        return _dns_name(namespace, label=True)
+        return dns_name(namespace, label=True)
 
     def _settings(self) -> LeaseSettings:
         return LeaseSettings(

@@ -15,16 +15,41 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
-from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
+from cloudcoil_sync.client._internal.fence import WriteFence
+from cloudcoil_sync.controller._internal.elector import LeadershipLost
 
-__all__ = ["LeaderGate", "TermBody", "WarmInformers"]
+__all__ = ["GatedElection", "LeaderGate", "TermBody", "WarmInformers"]
 
 log = logging.getLogger("cloudcoil_sync.manager")
 
 #: One term of leader work: returns once its stop event is set, raises on failure.
 TermBody = Callable[[threading.Event], None]
+# Warn this often while waiting, with no timeout, for a term that does not stop.
+_JOIN_WARN_SECONDS = 10.0
+
+
+class GatedElection(Protocol):
+    """What the gate needs of a `LeaderElection` (which imports the gate for its `run`)."""
+
+    name: str
+    fence: WriteFence
+    lost: threading.Event
+
+    @property
+    def http_timeout(self) -> float: ...
+
+    @property
+    def failure(self) -> BaseException | None: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    def when_leading(self, callback: Callable[[], None]) -> None: ...
+
+    def abandon(self) -> None: ...
 
 
 class LeaderGate:
@@ -39,7 +64,7 @@ class LeaderGate:
     def __init__(
         self,
         body: TermBody,
-        election: LeaderElection | None,
+        election: GatedElection | None,
         *,
         wake: Callable[[], None],
     ) -> None:
@@ -101,7 +126,7 @@ class LeaderGate:
         self.interrupt()
         if thread is threading.current_thread():
             return False  # from the term itself: it ends once the caller returns
-        if joined(thread, timeout):
+        if self._join(thread, timeout):
             return True
         election = self._election
         lease = "" if election is None else f" for Lease {election.name}"
@@ -115,6 +140,16 @@ class LeaderGate:
         if election is not None:
             election.abandon()
         return False
+
+    def _join(self, thread: threading.Thread | None, timeout: float | None) -> bool:
+        """`joined`; with no timeout, it warns every 10 s while the term goes on."""
+        while timeout is None and not joined(thread, _JOIN_WARN_SECONDS):
+            election = self._election
+            log.warning(
+                "Waiting for leader work%s to stop",
+                "" if election is None else f" of Lease {election.name}",
+            )
+        return joined(thread, timeout)
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         return True  # readiness is the Manager's (synced controllers), not the gate's
