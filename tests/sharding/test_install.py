@@ -35,9 +35,7 @@ def parents(identity: str, config: Any = None) -> Application:
         controller,
         namespace=NAMESPACE,
         config=config,
-        sharding=Sharding(
-            identity=identity, lease_duration=2, renew_deadline=1.2, retry_period=0.2
-        ),
+        sharding=Sharding(identity=identity, lease_duration=4, renew_deadline=3, retry_period=0.3),
     )
 
 
