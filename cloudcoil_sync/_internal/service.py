@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from cloudcoil_sync._internal.signals import join_thread, wait_event
+
 __all__ = ["ExitCallback", "Service", "ServiceGroup", "ServiceNotReady", "await_ready", "joined"]
 
 log = logging.getLogger("cloudcoil_sync.service")
@@ -71,7 +73,7 @@ def joined(thread: threading.Thread | None, timeout: float | None) -> bool:
         return True
     if thread is threading.current_thread():
         return False
-    thread.join(timeout)
+    join_thread(thread, timeout)
     return not thread.is_alive()
 
 
@@ -203,7 +205,7 @@ class ServiceGroup:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the group is asked to stop or a member ends (True), or `timeout`."""
-        return self.stop_event.wait(timeout)
+        return wait_event(self.stop_event, timeout)
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop the started members in reverse order, each within its own stop timeout

@@ -58,6 +58,7 @@ from prometheus_client import CollectorRegistry
 
 from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup
+from cloudcoil_sync._internal.signals import main_slice
 from cloudcoil_sync.client._internal.config import Config
 from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.elector import Elector, LeadershipLost
@@ -451,7 +452,7 @@ class LeaderElection:
                     left = self.time_left()
                     if left is not None and not self.check():
                         return  # lost on our clock: the group's stop ends the work at once
-                    machine.condition.wait(left)
+                    machine.condition.wait(main_slice(left))  # run() may be on main
         finally:
             if unsubscribe is not None:
                 unsubscribe()

@@ -21,6 +21,7 @@ import click
 import yaml
 
 from cloudcoil_sync._compat.click import ParamType
+from cloudcoil_sync._internal.signals import wait_event
 from cloudcoil_sync.testing._internal.emulator import Emulator
 from cloudcoil_sync.testing._internal.rollout import RolloutMode
 from cloudcoil_sync.testing._internal.state import StateError
@@ -200,7 +201,7 @@ def serve(
             path = os.path.abspath(kubeconfig_path)
             click.echo(f"Serving the Kubernetes API emulator on {emulator.url}", err=True)
             click.echo(f"Admin kubeconfig: {path}  (export KUBECONFIG={path})", err=True)
-            stop.wait()
+            wait_event(stop)  # in slices: a signal must wake the main thread
             click.echo("Stopping", err=True)
         finally:
             emulator.stop()
