@@ -50,9 +50,12 @@ from common import (
     peak_rss,
 )
 
+from cloudcoil_sync.sharding import ObjectRef, pick_shard
+
 RING = "shardbench"
 SHARD = f"shard.sharding.cloudcoil.dev/{RING}"
 IDLE = 5.0
+IDLE_PROBE = 10.0
 
 
 def replica(name: str, namespace: str) -> None:
@@ -79,6 +82,7 @@ class Placements(LabelledConfigMaps):
     def __init__(self, kubeconfig: str, namespace: str) -> None:
         self.now: dict[str, tuple[str | None, str | None]] = {}
         self.foreign = 0  # a write naming its writer while labelled for another shard
+        self.namespace = namespace
         super().__init__(kubeconfig, namespace)
 
     def _seen(self, obj: dict[str, Any]) -> None:
@@ -93,12 +97,19 @@ class Placements(LabelledConfigMaps):
             self.cond.notify_all()
 
     def converged(self, shards: set[str], count: int, timeout: float) -> float | None:
+        """When every object is on the shard the ring picks among `shards` (its hash
+        target: the moves after a join or a kill are done) and was written by it."""
+        targets: dict[str, str | None] = {}
+
+        def target(name: str) -> str | None:
+            if name not in targets:
+                ref = ObjectRef("", "ConfigMap", self.namespace, name)
+                targets[name] = pick_shard(shards, ref)
+            return targets[name]
+
         def done() -> bool:
-            values = self.now.values()
-            return (
-                len(self.now) >= count
-                and {shard for shard, _ in values} == shards
-                and all(shard == writer for shard, writer in values)
+            return len(self.now) >= count and all(
+                shard == writer == target(name) for name, (shard, writer) in self.now.items()
             )
 
         with self.cond:
@@ -163,12 +174,21 @@ def ring_formed(kubeconfig: str, namespace: str, names: set[str], timeout: float
     return False
 
 
-def create_objects(kubeconfig: str, namespace: str, count: int) -> None:
+def create_objects(kubeconfig: str, namespace: str, count: int, rate: float) -> None:
+    """`count` objects from 8 threads, at most `rate` per second (0: as fast as they go)."""
     session, server = raw_session(kubeconfig, pool=8)
     base = f"{server}/api/v1/namespaces/{namespace}/configmaps"
+    begin = time.monotonic()
 
     def create(i: int) -> None:
-        session.post(base, json=configmap(namespace, i), timeout=60).raise_for_status()
+        if rate > 0:
+            time.sleep(max(0.0, begin + i / rate - time.monotonic()))
+        body = configmap(namespace, i)
+        if os.environ.get("PRELABEL"):
+            shards = os.environ["PRELABEL"].split(",")
+            ref = ObjectRef("", "ConfigMap", namespace, body["metadata"]["name"])
+            body["metadata"]["labels"][SHARD] = pick_shard(shards, ref)
+        session.post(base, json=body, timeout=60).raise_for_status()
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(create, range(count)))
@@ -180,7 +200,7 @@ def coordinator(kubeconfig: str, namespace: str) -> str | None:
     return ((session.get(url, timeout=30).json().get("spec")) or {}).get("holderIdentity")
 
 
-def scenario(target: Any, count: int, replicas: int, work: Path) -> dict[str, Any]:
+def scenario(target: Any, count: int, replicas: int, work: Path, rate: float) -> dict[str, Any]:
     namespace = f"shards{replicas}-{os.getpid()}"
     target.seed(namespace, 0)
     config = target.kubeconfig(namespace)
@@ -192,19 +212,28 @@ def scenario(target: Any, count: int, replicas: int, work: Path) -> dict[str, An
         names = {r.name for r in running}
         if not ring_formed(config, namespace, names, 120):
             raise SystemExit(f"the ring of {replicas} did not form")
+        # The idle rate first (Lease renewals, the Lease watch, timers): every replica pays
+        # it for as long as it runs, whatever its share, so the share's own CPU is the
+        # CPU over it.
+        probe = {r.name: r.cpu() for r in running}
+        time.sleep(IDLE_PROBE)
         idle = {r.name: (r.cpu(), r.rss_mb()) for r in running}
+        idle_rate = {name: (idle[name][0] - probe[name]) / IDLE_PROBE for name in idle}
         started = time.monotonic()
-        create_objects(config, namespace, count)
+        create_objects(config, namespace, count, rate)
         done = placements.converged(names, count, 900)
         if done is None:
             raise SystemExit(f"{replicas} replicas did not converge: {placements.shares()}")
         result["converged_s"] = round(done - started, 2)
         time.sleep(IDLE)  # the steady state: renewals only
+        window = time.monotonic() - started
         result["shares"] = placements.shares()
         result["coordinator"] = coordinator(config, namespace)
         result["per_replica"] = {
             r.name: {
                 "cpu_s": round(r.cpu() - idle[r.name][0], 2),
+                "idle_cpu_ms_per_s": round(idle_rate[r.name] * 1000, 1),
+                "cpu_over_idle_s": round(r.cpu() - idle[r.name][0] - idle_rate[r.name] * window, 2),
                 "peak_rss_mb": round(r.peak_rss_mb(), 1),
                 "rss_over_idle_mb": round(r.rss_mb() - idle[r.name][1], 1),
             }
@@ -233,14 +262,14 @@ def scenario(target: Any, count: int, replicas: int, work: Path) -> dict[str, An
     return result
 
 
-def run(count: int, replicas: list[int], kubeconfig: str | None) -> dict[str, Any]:
+def run(count: int, replicas: list[int], kubeconfig: str | None, rate: float) -> dict[str, Any]:
     target: Any = ClusterTarget(kubeconfig) if kubeconfig else EmulatorProcess()
     work = Path(f"/tmp/cc-sharding-{os.getpid()}")
     work.mkdir(exist_ok=True)
     results = []
     try:
         for n in replicas:
-            results.append(scenario(target, count, n, work))
+            results.append(scenario(target, count, n, work, rate))
             print(json.dumps(results[-1]), flush=True)
     finally:
         target.close()
@@ -250,6 +279,9 @@ def run(count: int, replicas: list[int], kubeconfig: str | None) -> dict[str, An
         for result in results:
             for meters in result["per_replica"].values():
                 meters["cpu_vs_single"] = round(meters["cpu_s"] / base["cpu_s"], 2)
+                meters["cpu_over_idle_vs_single"] = round(
+                    meters["cpu_over_idle_s"] / base["cpu_over_idle_s"], 2
+                )
                 if base["rss_over_idle_mb"] > 0:
                     meters["rss_over_idle_vs_single"] = round(
                         meters["rss_over_idle_mb"] / base["rss_over_idle_mb"], 2
@@ -257,6 +289,7 @@ def run(count: int, replicas: list[int], kubeconfig: str | None) -> dict[str, An
     return {
         "machine": machine(),
         "target": target.version if kubeconfig else "emulator",
+        "rate": rate,
         "results": results,
     }
 
@@ -269,9 +302,13 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=2000)
     parser.add_argument("--replicas", default="1,2,4")
     parser.add_argument("--kubeconfig", help="a real cluster instead of the emulator")
+    parser.add_argument(
+        "--rate", type=float, default=0, help="objects created per second (0: a burst)"
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
-    report = run(args.count, [int(n) for n in args.replicas.split(",")], args.kubeconfig)
+    replicas = [int(n) for n in args.replicas.split(",")]
+    report = run(args.count, replicas, args.kubeconfig, args.rate)
     print(json.dumps(report, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))

@@ -219,11 +219,18 @@ class Claimer:
                     self._dirty = {**dirty, **self._dirty}
                 return
             self._blocked, changed = False, True
-        keys = self._everything() if changed else dirty
-        futures = [sender.submit(self._claim, key, obj) for key, obj in self._mine(keys)]
-        if not all(future.result() for future in futures):
+        # The dirty ones were targeted when marked, on these same live shards.
+        mine = self._mine(self._everything()) if changed else list(dirty.items())
+        if not self._claim_all(sender, mine):
             # fenced or refused: try every unplaced object again after a retry period
             self._blocked, self._retry_at = True, now + self.sharding.retry_period
+
+    def _claim_all(self, sender: ThreadPoolExecutor, mine: list[tuple[Key, JSON]]) -> bool:
+        """Claim each of `mine` (in parallel if more than one); whether all went through."""
+        if len(mine) == 1:  # the usual case of a trickle of new objects: no thread handoff
+            return self._claim(*mine[0])
+        futures = [sender.submit(self._claim, key, obj) for key, obj in mine]
+        return all([future.result() for future in futures])
 
     def _everything(self) -> dict[Key, JSON]:
         return {

@@ -149,6 +149,8 @@ class Coordinator:
                     self._full_due = min(self._full_due, now + self.grace)  # children next
             if started is not None:
                 self.metrics.drain.labels(ring=self.ring).observe(now - started)
+            if started is None and self.grace >= _IDLE:
+                return  # the claimer's next round (within its _IDLE) wakes us before grace ends
         self._wake.set()
 
     def _round(self, sender: ThreadPoolExecutor, fence: WriteFence) -> float:

@@ -3,6 +3,7 @@ of them is placed, and the informers that watch them."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -58,6 +59,7 @@ def sharded_kinds(controllers: Sequence[Controller[Any]], namespace: str) -> lis
     return kinds
 
 
+@functools.cache  # called per watch event: gvk() builds a model each time
 def group_kind(resource: type[Resource]) -> tuple[str, str]:
     gvk = resource.gvk()
     return gvk.api_version.rpartition("/")[0], gvk.kind
