@@ -1,28 +1,32 @@
 """Sharding: per-replica CPU and memory with 1, 2 and 4 replicas, rebalance after a join and a
 kill, and writes by a shard to an object not assigned to it (double reconciles).
 
-    python bench/sharding.py [--count 2000] [--replicas 1,2,4] [--kubeconfig PATH]
-                             [--json out.json]
+    python bench/sharding.py [--count 2000] [--replicas 1,2,4] [--rate 0] [--prelabel]
+                             [--kubeconfig PATH] [--json out.json]
 
 Replicas are child processes (`--replica NAME NAMESPACE`) of one operator with
 `Sharding(identity=NAME)` at the Lease defaults (15 s lease, 10 s renew deadline, 2 s retry),
 whose reconcile writes `managed-by: <replica>` into every labelled ConfigMap. Per replica
 count N the driver starts N replicas on a fresh, empty namespace and waits until each holds
-its shard Lease (so the ring is formed, as in steady operation), reads each replica's CPU
-seconds and RSS, creates `--count` objects (8 client threads) and follows them with its own
-list + watch until each is written by the shard its label names and every shard holds some
-("converged"), lets them idle 5 s, and reports per replica the CPU seconds spent since the
-objects were created, the peak RSS and the RSS over its idle ring-formed floor (the cache's
-share). The coordinator (the ring Lease holder) is marked: it also lists every object when
-the live shards change and assigns what no shard claimed.
-With N > 1 it then starts one more replica (join) and times convergence onto N + 1 shards,
-then SIGKILLs one that is not the coordinator (kill: its Lease must expire first) and times
-convergence onto the N remaining.
+its shard Lease (so the ring is formed, as in steady operation), measures each replica's idle
+CPU rate over 10 s (renewals, the Lease watch, timers), reads its CPU seconds and RSS, creates
+`--count` objects (8 client threads; `--rate` objects per second, or a burst) and follows them
+with its own list + watch until each sits on its hash target among the live shards and was
+written by it ("converged"), lets them idle 5 s, and reports per replica the CPU seconds spent
+since the objects were created, the same less its idle rate over that window (`cpu_over_idle`),
+the peak RSS and the RSS over its idle ring-formed floor (the cache's share). The coordinator
+(the ring Lease holder) is marked: it also lists every object when the live shards change and
+assigns what no shard claimed.
+With N > 1 it then starts one more replica (join) and times convergence onto N + 1 shards
+(every object moved to its new target), then SIGKILLs one that is not the coordinator (kill:
+its Lease must expire first) and times convergence onto the N remaining.
 
 Double reconciles: every watch event in which a replica's write names it as `managed-by`
 while the object's shard label names another shard (a write from a shard that no longer owns
 it: the drain handshake makes a shard let go before the next one is labelled). Against a
-real cluster (`--kubeconfig`) the namespace is deleted at the end.
+real cluster (`--kubeconfig`) the namespace is deleted at the end. `--prelabel` creates every
+object already labelled for its target among the N shards (what a placing admission webhook
+would do): an experiment that takes the claims out, not a mode of the product.
 """
 
 from __future__ import annotations
@@ -174,8 +178,11 @@ def ring_formed(kubeconfig: str, namespace: str, names: set[str], timeout: float
     return False
 
 
-def create_objects(kubeconfig: str, namespace: str, count: int, rate: float) -> None:
-    """`count` objects from 8 threads, at most `rate` per second (0: as fast as they go)."""
+def create_objects(
+    kubeconfig: str, namespace: str, count: int, rate: float, placed: set[str] | None
+) -> None:
+    """`count` objects from 8 threads, at most `rate` per second (0: as fast as they go);
+    with `placed`, each already labelled for its target among those shards."""
     session, server = raw_session(kubeconfig, pool=8)
     base = f"{server}/api/v1/namespaces/{namespace}/configmaps"
     begin = time.monotonic()
@@ -184,10 +191,9 @@ def create_objects(kubeconfig: str, namespace: str, count: int, rate: float) -> 
         if rate > 0:
             time.sleep(max(0.0, begin + i / rate - time.monotonic()))
         body = configmap(namespace, i)
-        if os.environ.get("PRELABEL"):
-            shards = os.environ["PRELABEL"].split(",")
+        if placed:
             ref = ObjectRef("", "ConfigMap", namespace, body["metadata"]["name"])
-            body["metadata"]["labels"][SHARD] = pick_shard(shards, ref)
+            body["metadata"]["labels"][SHARD] = pick_shard(placed, ref)
         session.post(base, json=body, timeout=60).raise_for_status()
 
     with ThreadPoolExecutor(8) as pool:
@@ -200,7 +206,9 @@ def coordinator(kubeconfig: str, namespace: str) -> str | None:
     return ((session.get(url, timeout=30).json().get("spec")) or {}).get("holderIdentity")
 
 
-def scenario(target: Any, count: int, replicas: int, work: Path, rate: float) -> dict[str, Any]:
+def scenario(
+    target: Any, count: int, replicas: int, work: Path, rate: float, prelabel: bool
+) -> dict[str, Any]:
     namespace = f"shards{replicas}-{os.getpid()}"
     target.seed(namespace, 0)
     config = target.kubeconfig(namespace)
@@ -220,7 +228,7 @@ def scenario(target: Any, count: int, replicas: int, work: Path, rate: float) ->
         idle = {r.name: (r.cpu(), r.rss_mb()) for r in running}
         idle_rate = {name: (idle[name][0] - probe[name]) / IDLE_PROBE for name in idle}
         started = time.monotonic()
-        create_objects(config, namespace, count, rate)
+        create_objects(config, namespace, count, rate, set(names) if prelabel else None)
         done = placements.converged(names, count, 900)
         if done is None:
             raise SystemExit(f"{replicas} replicas did not converge: {placements.shares()}")
@@ -262,14 +270,16 @@ def scenario(target: Any, count: int, replicas: int, work: Path, rate: float) ->
     return result
 
 
-def run(count: int, replicas: list[int], kubeconfig: str | None, rate: float) -> dict[str, Any]:
+def run(
+    count: int, replicas: list[int], kubeconfig: str | None, rate: float, prelabel: bool
+) -> dict[str, Any]:
     target: Any = ClusterTarget(kubeconfig) if kubeconfig else EmulatorProcess()
     work = Path(f"/tmp/cc-sharding-{os.getpid()}")
     work.mkdir(exist_ok=True)
     results = []
     try:
         for n in replicas:
-            results.append(scenario(target, count, n, work, rate))
+            results.append(scenario(target, count, n, work, rate, prelabel))
             print(json.dumps(results[-1]), flush=True)
     finally:
         target.close()
@@ -290,6 +300,7 @@ def run(count: int, replicas: list[int], kubeconfig: str | None, rate: float) ->
         "machine": machine(),
         "target": target.version if kubeconfig else "emulator",
         "rate": rate,
+        "prelabel": prelabel,
         "results": results,
     }
 
@@ -303,12 +314,17 @@ def main() -> None:
     parser.add_argument("--replicas", default="1,2,4")
     parser.add_argument("--kubeconfig", help="a real cluster instead of the emulator")
     parser.add_argument(
+        "--prelabel",
+        action="store_true",
+        help="create objects labelled for their shard (an experiment: a placing webhook)",
+    )
+    parser.add_argument(
         "--rate", type=float, default=0, help="objects created per second (0: a burst)"
     )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     replicas = [int(n) for n in args.replicas.split(",")]
-    report = run(args.count, replicas, args.kubeconfig, args.rate)
+    report = run(args.count, replicas, args.kubeconfig, args.rate, args.prelabel)
     print(json.dumps(report, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
