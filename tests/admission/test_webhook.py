@@ -595,3 +595,32 @@ def test_webhook_serves_a_table_live_or_a_route_list(handlers: Handlers) -> None
 
 
 CA_PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def test_a_patches_route_answers_its_handlers_operations_on_the_raw_object() -> None:
+    seen: list[AdmissionRequest[Any]] = []
+    answers: list[Any] = [[{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}], None]
+
+    def place(request: AdmissionRequest[Any]) -> Any:
+        seen.append(request)
+        return answers.pop(0)
+
+    routes = AdmissionRoutes()
+    routes.mutating(ConfigMap, path="/place", operations=("CREATE",), patches=True)(place)
+    webhook = AdmissionWebhook(routes)
+    try:
+        bad = config_map(data={"a": 1})  # not a valid ConfigMap model: never built
+        status, _, answer = call(webhook, "/place", review(obj=bad))
+        response = response_of(answer)
+        assert status == 200 and response["allowed"] is True
+        assert decoded_patch(response) == [
+            {"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}
+        ]
+        assert seen[0].resource is None and seen[0].raw_object == bad
+        status, _, answer = call(webhook, "/place", review(obj=bad))
+        assert status == 200 and "patch" not in response_of(answer)  # None: no change
+        answers.append([{"path": "/metadata"}])  # no op: the handler's defect
+        status, _, _ = call(webhook, "/place", review(obj=bad))
+        assert status == 500
+    finally:
+        webhook.close()

@@ -15,7 +15,7 @@ from typing import Any
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 from leader.proxy import FaultProxy
 
-from cloudcoil_sync.application import Application
+from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Controller
 from cloudcoil_sync.sharding import Sharding, shard_key
@@ -77,7 +77,8 @@ class Replica:
         identity: str,
         ledger: Ledger,
         stack: ExitStack,
-        **sharding: float,
+        webhook: WebhookServer | None = None,
+        **sharding: Any,
     ) -> None:
         self.identity = identity
         token = f"shard-token-{identity}"
@@ -108,11 +109,8 @@ class Replica:
             "echo",
             controller,
             config=self.config,
-            sharding=Sharding(
-                RING,
-                identity=identity,
-                **{**LEASES, **sharding},  # type: ignore[arg-type]
-            ),
+            webhook=webhook,
+            sharding=Sharding(RING, identity=identity, **{**LEASES, **sharding}),
         )
         self.stop = threading.Event()
         self.error: BaseException | None = None

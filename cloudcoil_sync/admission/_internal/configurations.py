@@ -161,6 +161,8 @@ def _webhook(
     selector = _default_selector(route, service_namespace, controller_namespaces)
     if selector is not None:
         webhook["namespaceSelector"] = selector
+    if route.object_selector is not None:
+        webhook["objectSelector"] = deepcopy(route.object_selector)
     if route.mutation:
         webhook["reinvocationPolicy"] = "Never"
     return webhook

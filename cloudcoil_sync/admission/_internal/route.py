@@ -74,6 +74,10 @@ class Route:
     target: type[Resource] | None = None
     namespace_selector: dict[str, Any] | None = None
     max_concurrency: int | None = None  # handlers at once; None: the webhook's max_workers
+    object_selector: dict[str, Any] | None = None
+    #: The handler reads `request.raw_object` (no model is built) and returns JSON Patch
+    #: operations or None: for the framework's own routes, e.g. sharding's placing webhook.
+    patches: bool = False
 
     @property
     def kind(self) -> Literal["mutate", "validate"]:
@@ -133,6 +137,8 @@ def build_route(
     timeout_seconds: int = 5,
     failure_policy: FailurePolicy = "Fail",
     max_concurrency: int | None = None,
+    object_selector: Mapping[str, Any] | None = None,
+    patches: bool = False,
 ) -> Route:
     """Validate one route's settings (offline) and fill plural/scope defaults."""
     gvk_key(model)  # Fail early for models without a concrete GVK.
@@ -148,7 +154,8 @@ def build_route(
     _check_model(model)
     _check_path(path, taken)
     _check_endpoint(resource, subresource, operations)
-    _check_settings(chosen, failure_policy, timeout_seconds, max_concurrency, namespace_selector)
+    _check_settings(chosen, failure_policy, timeout_seconds, max_concurrency)
+    _check_selectors(namespace_selector, object_selector)
     return Route(
         model=model,
         handler=handler,
@@ -162,10 +169,14 @@ def build_route(
         failure_policy=failure_policy,
         target=target,
         max_concurrency=max_concurrency,
-        namespace_selector=None
-        if namespace_selector is None
-        else deepcopy(dict(namespace_selector)),
+        namespace_selector=_copy(namespace_selector),
+        object_selector=_copy(object_selector),
+        patches=patches is True,
     )
+
+
+def _copy(selector: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if selector is None else deepcopy(dict(selector))
 
 
 def _scope(known: str | None) -> Scope:
@@ -201,7 +212,6 @@ def _check_settings(
     failure_policy: str,
     timeout_seconds: int,
     max_concurrency: int | None,
-    namespace_selector: Mapping[str, Any] | None,
 ) -> None:
     if scope not in ("Namespaced", "Cluster", "*") or failure_policy not in ("Fail", "Ignore"):
         raise ValueError("Invalid webhook scope or failure policy")
@@ -217,5 +227,14 @@ def _check_settings(
         or not 1 <= max_concurrency <= 1024
     ):
         raise ValueError("max_concurrency must be an integer between 1 and 1024")
-    if namespace_selector is not None and not isinstance(namespace_selector, Mapping):
-        raise TypeError("namespace_selector must be a LabelSelector mapping")
+
+
+def _check_selectors(
+    namespace_selector: Mapping[str, Any] | None, object_selector: Mapping[str, Any] | None
+) -> None:
+    for label, selector in (
+        ("namespace_selector", namespace_selector),
+        ("object_selector", object_selector),
+    ):
+        if selector is not None and not isinstance(selector, Mapping):
+            raise TypeError(f"{label} must be a LabelSelector mapping")

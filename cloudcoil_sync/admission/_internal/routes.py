@@ -108,6 +108,7 @@ class AdmissionRoutes:
         """Register a mutator returning its edited resource, or None for no patch.
 
         Options: target, resource, operations, subresource, scope, namespace_selector,
+        object_selector (LabelSelector mappings, as in the webhook configuration),
         timeout_seconds, failure_policy, max_concurrency (handlers of this route at once).
         """
         return self._decorator(model, True, path, options)

@@ -160,9 +160,9 @@ class AdmissionWebhook(AdmissionRoutes):
         self, route: Route, review: dict[str, Any], deadline: float, late: LateAnswer | None
     ) -> tuple[int, dict[str, Any]]:
         uid = review["uid"]
-        try:
-            resource = _typed(route, review.get("object"))
-            old_resource = _typed(route, review.get("oldObject"))
+        try:  # a `patches` route reads the raw JSON: no model to build
+            resource = None if route.patches else _typed(route, review.get("object"))
+            old_resource = None if route.patches else _typed(route, review.get("oldObject"))
         except ValidationError as error:
             return 200, _response(uid, False, status=_invalid_status(error))
         request: AdmissionRequest[Any] = AdmissionRequest(
@@ -327,6 +327,8 @@ def _patch(
         return []
     if after is None:
         return []
+    if route.patches:
+        return _operations(after)
     if before is None or received is None:
         raise TypeError("A mutating handler cannot return an object for a DELETE")
     if not isinstance(after, route.model):
@@ -335,6 +337,16 @@ def _patch(
             f"not {type(after).__name__}"
         )
     return mutation_patch(received, before, after)
+
+
+def _operations(patch: Any) -> list[dict[str, Any]]:
+    """A `patches` route's answer: JSON Patch operations, checked for shape."""
+    if not isinstance(patch, list) or not all(
+        isinstance(op, dict) and isinstance(op.get("op"), str) and isinstance(op.get("path"), str)
+        for op in patch
+    ):
+        raise TypeError("A patches route's handler returns a list of JSON Patch operations")
+    return patch
 
 
 def _response(uid: str, allowed: bool, **fields: Any) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from cloudcoil_sync.admission._internal.routes import (
 from cloudcoil_sync.application._internal import composition, runtime
 from cloudcoil_sync.application._internal.lifecycle import Lifespans, LifespanScope
 from cloudcoil_sync.application._internal.manifests import Definition
+from cloudcoil_sync.application._internal.placing import placing_routes
 from cloudcoil_sync.application._internal.runtime import ATTACHED, IDLE, RunState
 from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServer
 from cloudcoil_sync.controller._internal.definition import Controller
@@ -109,6 +110,11 @@ class Application:
                     "replica on its own share (pass one of them)"
                 )
             self.sharding.bind(self.name, self.namespace)
+            if self.sharding.placing_webhook and self.webhook is None:
+                raise ValueError(
+                    "Sharding(placing_webhook=True) needs webhook=WebhookServer(...): the "
+                    "placing webhook is served by every replica"
+                )
         self.controllers: tuple[Controller[Any], ...] = ()
         self.crds: tuple[CRD, ...] = ()
         self.lifespans = Lifespans(self._check_registration)
@@ -146,7 +152,7 @@ class Application:
         """An app-level validating route for `model` (no CRD or controller implied).
 
         Options: path, target, resource, operations, subresource, scope,
-        namespace_selector, timeout_seconds, failure_policy.
+        namespace_selector, object_selector, timeout_seconds, failure_policy.
         """
         return self.admission_registry.validate(model, **options)
 
@@ -188,7 +194,11 @@ class Application:
     def admission_routes(self, config: Config | None = None) -> AdmissionRoutes:
         """Every admission route (app, controllers, CRD model methods) in one table."""
         self.crds = composition.collect_crds(self.resources, self.controllers)
-        tables = (self.admission_registry.routes, *(c.admission.routes for c in self.controllers))
+        tables = (
+            self.admission_registry.routes,
+            *(c.admission.routes for c in self.controllers),
+            placing_routes(self.sharding, self.controllers, self.namespace),
+        )
         return composition.admission_table(
             tables,
             self.crds,

@@ -290,6 +290,7 @@ class _Components:
         kinds = sharded_kinds(self.app.controllers, self.config.namespace)
         registry = self.metrics.registry
         claimer = Claimer(sharding, self.config, kinds, election, registry)
+        sharding.placer.attach(claimer.placing_view)  # the placing webhook, if served
         self.group.add(claimer, stop_timeout=_MANAGER_STOP_MARGIN)
         metrics = CoordinatorMetrics(sharding.ring_name, registry)
         self.ring = RingElection(sharding, self.config, claimer, metrics)

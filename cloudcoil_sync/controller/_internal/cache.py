@@ -35,13 +35,15 @@ class LabelSelector:
     def __init__(self, selector: str) -> None:
         self.text = selector
         self._tests: list[Callable[[Mapping[str, str]], bool]] = []
+        #: The same requirements as a LabelSelector's matchExpressions (webhook selectors).
+        self.expressions: list[dict[str, Any]] = []
         for part in _split(selector):
             match = _REQUIREMENT.match(part)
             if match is None or (match["neg"] and match["op"]):
                 raise ValueError(f"Invalid label selector {selector!r}")
-            self._tests.append(
-                _requirement(match["key"], match["neg"], match["op"], match["value"])
-            )
+            parsed = match["key"], match["neg"], match["op"], match["value"]
+            self._tests.append(_requirement(*parsed))
+            self.expressions.append(_expression(*parsed))
 
     def matches(self, labels: Mapping[str, str] | None) -> bool:
         labels = labels or {}
@@ -76,6 +78,16 @@ def _requirement(
     if op == "in":
         return lambda labels: labels.get(key) in values
     return lambda labels: labels.get(key) not in values
+
+
+def _expression(key: str, negated: str | None, op: str | None, value: str | None) -> dict[str, Any]:
+    if op is None:
+        return {"key": key, "operator": "DoesNotExist" if negated else "Exists"}
+    op = op.strip()
+    if op in ("=", "==", "!="):
+        return {"key": key, "operator": "NotIn" if op == "!=" else "In", "values": [value or ""]}
+    values = sorted({v.strip() for v in (value or "").strip("()").split(",") if v.strip()})
+    return {"key": key, "operator": "In" if op == "in" else "NotIn", "values": values}
 
 
 class CachedResources(Generic[U]):

@@ -122,6 +122,13 @@ class Claimer:
         """Whether start-up settled (the live shards stayed the same for `settle` seconds)."""
         return self._settled.is_set()
 
+    def placing_view(self) -> frozenset[str] | None:
+        """The live shards to place new objects on: None until start-up settled and once
+        this replica stops (the placing webhook then leaves new objects to the claims)."""
+        if not self.settled or self._stop.is_set() or not self.healthy():
+            return None
+        return self.live
+
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener` (quick: it runs on informer threads) with each unplaced object
         seen and after each round; returns the undo."""

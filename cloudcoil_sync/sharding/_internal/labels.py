@@ -14,6 +14,7 @@ __all__ = [
     "assign_patch",
     "drain_key",
     "drain_patch",
+    "place_patch",
     "release_patch",
     "shard_key",
     "shard_label_value",
@@ -73,8 +74,14 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def assign_patch(obj: Mapping[str, Any], ring: str, shard: str) -> list[JSON]:
     """Label `obj` for `shard`, dropping a drain request (guarded by uid and version)."""
+    return [*_guards(obj), *place_patch(obj, ring, shard)]
+
+
+def place_patch(obj: Mapping[str, Any], ring: str, shard: str) -> list[JSON]:
+    """Label `obj` for `shard`, dropping a drain request (unguarded: for an admission
+    webhook's answer, applied to the object in flight)."""
     labels = _labels(obj)
-    operations = _guards(obj)
+    operations: list[JSON] = []
     if labels is None:
         operations.append({"op": "add", "path": "/metadata/labels", "value": {}})
     operations.append({"op": "add", "path": _pointer(shard_key(ring)), "value": shard})

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync.sharding._internal.labels import shard_key, shard_label_value
+from cloudcoil_sync.sharding._internal.placer import Placer
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -31,6 +32,10 @@ class Sharding:
     ``grace`` seconds (default one lease duration). At start-up a replica claims nothing
     until the ring's live shards stayed the same for ``settle`` seconds (default two retry
     periods; at most four times that), so replicas started together do not shuffle objects.
+    With ``placing_webhook`` (needs ``Application(webhook=...)``) a mutating webhook labels
+    each new object of the controllers' primary kinds at its creation, so nobody claims it;
+    the API server waits ``placing_timeout`` seconds for it, then creates the object as it
+    is (failurePolicy Ignore) and a claim places it.
     """
 
     def __init__(
@@ -44,6 +49,8 @@ class Sharding:
         assign_workers: int = 4,
         grace: float | None = None,
         settle: float | None = None,
+        placing_webhook: bool = False,
+        placing_timeout: int = 2,
     ) -> None:
         self.ring = dns_label(ring, "Sharding ring") if ring is not None else None
         chosen = identity or os.environ.get(IDENTITY_ENV) or socket.gethostname().lower()
@@ -66,12 +73,24 @@ class Sharding:
             raise TypeError("assign_workers must be an int")
         if assign_workers < 1:
             raise ValueError("assign_workers must be at least 1")
+        if not isinstance(placing_webhook, bool):
+            raise TypeError("placing_webhook must be True or False")
+        if (
+            isinstance(placing_timeout, bool)
+            or not isinstance(placing_timeout, int)
+            or not 1 <= placing_timeout <= 30
+        ):
+            raise ValueError("placing_timeout must be an integer between 1 and 30 (seconds)")
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.assign_workers = assign_workers
         self.grace = float(grace)
         self.settle = float(settle)
+        self.placing_webhook = placing_webhook
+        self.placing_timeout = placing_timeout
+        #: The placing webhook's decisions (fed by the running replica's view of the ring).
+        self.placer = Placer(lambda: self.ring_name)
         self.namespace: str | None = None
         self.config: Config | None = None
 
