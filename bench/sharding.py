@@ -1,8 +1,8 @@
 """Sharding: per-replica CPU and memory with 1, 2 and 4 replicas, rebalance after a join and a
 kill, and writes by a shard to an object not assigned to it (double reconciles).
 
-    python bench/sharding.py [--count 2000] [--replicas 1,2,4] [--rate 0] [--prelabel]
-                             [--kubeconfig PATH] [--json out.json]
+    python bench/sharding.py [--count 2000] [--replicas 1,2,4] [--rate 0] [--rounds 1]
+                             [--webhook | --prelabel] [--kubeconfig PATH] [--json out.json]
 
 Replicas are child processes (`--replica NAME NAMESPACE`) of one operator with
 `Sharding(identity=NAME)` at the Lease defaults (15 s lease, 10 s renew deadline, 2 s retry),
@@ -26,7 +26,15 @@ while the object's shard label names another shard (a write from a shard that no
 it: the drain handshake makes a shard let go before the next one is labelled). Against a
 real cluster (`--kubeconfig`) the namespace is deleted at the end. `--prelabel` creates every
 object already labelled for its target among the N shards (what a placing admission webhook
-would do): an experiment that takes the claims out, not a mode of the product.
+would do): an experiment that takes the claims out, not a mode of the product. `--webhook`
+runs the product's `Sharding(placing_webhook=True)`: every replica serves the placing webhook
+on a port of its own behind one round-robin TCP front (`forwarder.py`, per connection, as a
+Service), registered as the webhook configuration's `clientConfig.url` (`placing.py`);
+`born_placed` counts the objects first seen already labelled, `placing_connections` the
+API server's connections each replica's webhook got. `--rounds K` repeats the replica
+counts K times, interleaved (the join and the kill in the first round only), relates each
+round to its own single replica, and summarises per N the median, min and max over every
+replica of every round: one run's single replica varied by 30 % on the shared machine.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -53,6 +62,7 @@ from common import (
     machine,
     peak_rss,
 )
+from placing import PlacingWebhook
 
 from cloudcoil_sync.sharding import ObjectRef, pick_shard
 
@@ -62,13 +72,26 @@ IDLE = 5.0
 IDLE_PROBE = 10.0
 
 
-def replica(name: str, namespace: str) -> None:
+def operator(name: str, namespace: str, port: int = 0, tls: str = "") -> Any:
+    """The benchmark's operator as replica `name`; with a `port`, serving the placing
+    webhook there with the certificate in directory `tls`."""
     from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-    from cloudcoil_sync.application import Application
+    from cloudcoil_sync.application import Application, WebhookServer
     from cloudcoil_sync.sharding import Sharding
 
-    app = Application(RING, namespace=namespace, sharding=Sharding(identity=name))
+    webhook = None
+    if port:
+        webhook = WebhookServer(
+            ca_bundle=Path(tls, "ca.crt").read_bytes(),
+            certfile=str(Path(tls, "tls.crt")),
+            keyfile=str(Path(tls, "tls.key")),
+            host="127.0.0.1",
+            port=port,
+            secure_metrics=False,
+        )
+    sharding = Sharding(identity=name, placing_webhook=webhook is not None)
+    app = Application(RING, namespace=namespace, webhook=webhook, sharding=sharding)
     configs = app.controller(ConfigMap, label_selector=f"{LABEL}=true", workers=4)
 
     @configs.reconcile()
@@ -76,6 +99,11 @@ def replica(name: str, namespace: str) -> None:
         config.data = {**(config.data or {}), KEY: name}
         return config
 
+    return app
+
+
+def replica(name: str, namespace: str, port: str = "0", tls: str = "") -> None:
+    app = operator(name, namespace, int(port), tls)
     sys.argv = [sys.argv[0], "run", "--log-level", "WARNING"]
     app.main()
 
@@ -86,6 +114,8 @@ class Placements(LabelledConfigMaps):
     def __init__(self, kubeconfig: str, namespace: str) -> None:
         self.now: dict[str, tuple[str | None, str | None]] = {}
         self.foreign = 0  # a write naming its writer while labelled for another shard
+        self.born_placed = 0  # first seen already labelled (by a placing webhook)
+        self.relabelled = 0  # label changes after the first placement (drains, moves)
         self.namespace = namespace
         super().__init__(kubeconfig, namespace)
 
@@ -94,7 +124,11 @@ class Placements(LabelledConfigMaps):
         shard = (obj["metadata"].get("labels") or {}).get(SHARD)
         writer = (obj.get("data") or {}).get(KEY)
         with self.cond:
-            _, before = self.now.get(name, (None, None))
+            if name not in self.now and shard is not None:
+                self.born_placed += 1
+            placed, before = self.now.get(name, (None, None))
+            if placed is not None and shard != placed:
+                self.relabelled += 1
             if writer and writer != before and shard != writer:
                 self.foreign += 1
             self.now[name] = (shard, writer)
@@ -128,13 +162,23 @@ class Placements(LabelledConfigMaps):
 
 
 class Replica:
-    def __init__(self, name: str, namespace: str, kubeconfig: str, work: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        kubeconfig: str,
+        work: Path,
+        placing: PlacingWebhook | None = None,
+    ) -> None:
         self.name = name
         self.log = work / f"{name}.log"
+        self.placing = placing
+        self.port = placing.add() if placing is not None else 0
+        tls = str(placing.tls) if placing is not None else ""
         env = {**os.environ, "KUBECONFIG": kubeconfig, "PYTHONPATH": str(ROOT)}
         with self.log.open("w") as sink:
             self.proc = subprocess.Popen(
-                [sys.executable, __file__, "--replica", name, namespace],
+                [sys.executable, __file__, "--replica", name, namespace, str(self.port), tls],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=sink,
@@ -152,7 +196,15 @@ class Replica:
     def peak_rss_mb(self) -> float:
         return peak_rss(self.proc.pid) / 2**20
 
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(30)
+        if self.placing is not None:
+            self.placing.remove(self.port)
+
     def close(self) -> None:
+        if self.placing is not None:
+            self.placing.remove(self.port)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -207,19 +259,26 @@ def coordinator(kubeconfig: str, namespace: str) -> str | None:
 
 
 def scenario(
-    target: Any, count: int, replicas: int, work: Path, rate: float, prelabel: bool
+    target: Any, count: int, replicas: int, work: Path, rate: float, mode: str, round_: int = 0
 ) -> dict[str, Any]:
-    namespace = f"shards{replicas}-{os.getpid()}"
+    """One run of `replicas` (the join and the kill only in round 0)."""
+    namespace = f"shards{replicas}-{round_}-{os.getpid()}"
     target.seed(namespace, 0)
     config = target.kubeconfig(namespace)
     placements = Placements(config, namespace)
     running: list[Replica] = []
-    result: dict[str, Any] = {"replicas": replicas, "count": count}
+    result: dict[str, Any] = {"replicas": replicas, "count": count, "round": round_}
+    placing = None
+    if mode == "webhook":
+        placing = PlacingWebhook(config, namespace, work, f"{RING}.{namespace}.svc")
+        placing.register(configurations(namespace, placing.tls))
     try:
-        running = [Replica(f"r{i}", namespace, config, work) for i in range(replicas)]
+        running = [Replica(f"r{i}", namespace, config, work, placing) for i in range(replicas)]
         names = {r.name for r in running}
         if not ring_formed(config, namespace, names, 120):
             raise SystemExit(f"the ring of {replicas} did not form")
+        if placing is not None and not placing.places_on(probes(names, namespace), 60):
+            raise SystemExit("the placing webhook did not place on every replica")
         # The idle rate first (Lease renewals, the Lease watch, timers): every replica pays
         # it for as long as it runs, whatever its share, so the share's own CPU is the
         # CPU over it.
@@ -228,11 +287,13 @@ def scenario(
         idle = {r.name: (r.cpu(), r.rss_mb()) for r in running}
         idle_rate = {name: (idle[name][0] - probe[name]) / IDLE_PROBE for name in idle}
         started = time.monotonic()
-        create_objects(config, namespace, count, rate, set(names) if prelabel else None)
+        create_objects(config, namespace, count, rate, set(names) if mode == "prelabel" else None)
         done = placements.converged(names, count, 900)
         if done is None:
             raise SystemExit(f"{replicas} replicas did not converge: {placements.shares()}")
         result["converged_s"] = round(done - started, 2)
+        result["born_placed"] = placements.born_placed
+        result["relabelled"] = placements.relabelled
         time.sleep(IDLE)  # the steady state: renewals only
         window = time.monotonic() - started
         result["shares"] = placements.shares()
@@ -247,67 +308,170 @@ def scenario(
             }
             for r in running
         }
-        if replicas > 1:
-            joined = Replica(f"r{replicas}", namespace, config, work)
+        if replicas > 1 and round_ == 0:
+            joined = Replica(f"r{replicas}", namespace, config, work, placing)
             running.append(joined)
             names.add(joined.name)
             at = time.monotonic()
             done = placements.converged(names, count, 600)
             result["join_rebalance_s"] = None if done is None else round(done - at, 2)
             victim = next(r for r in running if r.name != result["coordinator"])
-            victim.proc.kill()
-            victim.proc.wait(30)
+            victim.kill()
             names.discard(victim.name)
             at = time.monotonic()
             done = placements.converged(names, count, 600)
             result["kill_rebalance_s"] = None if done is None else round(done - at, 2)
         result["foreign_writes"] = placements.foreign
+        if placing is not None:
+            result["placing_connections"] = placing.connections()
     finally:
         placements.close()
         for item in running:
             item.close()
+        if placing is not None:
+            placing.close()
         target.finish(namespace)
     return result
 
 
+def probes(shards: set[str], namespace: str) -> dict[str, str]:
+    """An object name hashed to each of `shards` (name → shard)."""
+    found: dict[str, str] = {}
+    index = 0
+    while len(found) < len(shards):
+        name = f"probe-{index}"
+        shard = str(pick_shard(shards, ObjectRef("", "ConfigMap", namespace, name)))
+        found.setdefault(shard, name)
+        index += 1
+    return {name: shard for shard, name in found.items()}
+
+
+def configurations(namespace: str, tls: Path) -> list[dict[str, Any]]:
+    """The operator's webhook configurations (what `manifests` writes for it)."""
+    app = operator("driver", namespace, 1, str(tls))
+    return list(app.webhook_configurations((tls / "ca.crt").read_bytes()))
+
+
 def run(
-    count: int, replicas: list[int], kubeconfig: str | None, rate: float, prelabel: bool
+    count: int,
+    replicas: list[int],
+    kubeconfig: str | None,
+    rate: float,
+    mode: str,
+    rounds: int = 1,
 ) -> dict[str, Any]:
     target: Any = ClusterTarget(kubeconfig) if kubeconfig else EmulatorProcess()
     work = Path(f"/tmp/cc-sharding-{os.getpid()}")
     work.mkdir(exist_ok=True)
     results = []
     try:
-        for n in replicas:
-            results.append(scenario(target, count, n, work, rate, prelabel))
-            print(json.dumps(results[-1]), flush=True)
+        for round_ in range(rounds):  # interleaved: a slow spell of the machine hits all N
+            for n in replicas:
+                result = scenario(target, count, n, work, rate, mode, round_)
+                results.append(result)
+                print(json.dumps(result), flush=True)
     finally:
         target.close()
-    single = next((r for r in results if r["replicas"] == 1), None)
-    if single is not None:
-        base = single["per_replica"]["r0"]
-        for result in results:
-            for meters in result["per_replica"].values():
-                meters["cpu_vs_single"] = round(meters["cpu_s"] / base["cpu_s"], 2)
-                meters["cpu_over_idle_vs_single"] = round(
-                    meters["cpu_over_idle_s"] / base["cpu_over_idle_s"], 2
-                )
-                if base["rss_over_idle_mb"] > 0:
-                    meters["rss_over_idle_vs_single"] = round(
-                        meters["rss_over_idle_mb"] / base["rss_over_idle_mb"], 2
-                    )
+    for round_ in range(rounds):
+        relate([r for r in results if r["round"] == round_])
     return {
         "machine": machine(),
         "target": target.version if kubeconfig else "emulator",
         "rate": rate,
-        "prelabel": prelabel,
+        "placing": mode,
+        "rounds": rounds,
         "results": results,
+        "summary": summary(results),
     }
+
+
+def relate(results: list[dict[str, Any]]) -> None:
+    """Each replica's meters divided by the single replica's of the same round."""
+    single = next((r for r in results if r["replicas"] == 1), None)
+    if single is None:
+        return
+    base = single["per_replica"]["r0"]
+    for result in results:
+        for meters in result["per_replica"].values():
+            meters["cpu_vs_single"] = round(meters["cpu_s"] / base["cpu_s"], 2)
+            meters["cpu_over_idle_vs_single"] = round(
+                meters["cpu_over_idle_s"] / base["cpu_over_idle_s"], 2
+            )
+            if base["rss_over_idle_mb"] > 0:
+                meters["rss_over_idle_vs_single"] = round(
+                    meters["rss_over_idle_mb"] / base["rss_over_idle_mb"], 2
+                )
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per replica count, over every replica of every round: median, min and max of CPU
+    over idle and RSS over idle relative to the round's single replica."""
+    table: dict[str, dict[str, Any]] = {}
+    for n in sorted({r["replicas"] for r in results}):
+        meters = [m for r in results if r["replicas"] == n for m in r["per_replica"].values()]
+        row: dict[str, Any] = {}
+        for key in ("cpu_over_idle_s", "cpu_over_idle_vs_single", "rss_over_idle_vs_single"):
+            values = sorted(m[key] for m in meters if key in m)
+            if values:
+                row[key] = {
+                    "median": round(statistics.median(values), 2),
+                    "min": values[0],
+                    "max": values[-1],
+                }
+        table[str(n)] = row
+    return table
+
+
+X, D = "\u00d7", "\u2013"  # the tables' times sign and dash
+
+
+def table(report: dict[str, Any]) -> str:
+    """The report as the Markdown tables of bench/sharding-results.md."""
+    lines = [
+        f"| replicas | round | replica | objects | CPU s | CPU over idle s | {X} single "
+        f"| idle ms/s | peak RSS MB | RSS over idle MB | {X} single |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result in report["results"]:
+        for name, m in sorted(result["per_replica"].items()):
+            role = f"{name} (coordinator)" if name == result.get("coordinator") else name
+            lines.append(
+                f"| {result['replicas']} | {result['round']} | {role} "
+                f"| {result['shares'].get(name, 0)} | {m['cpu_s']} | {m['cpu_over_idle_s']} "
+                f"| {m.get('cpu_over_idle_vs_single', D)} | {m['idle_cpu_ms_per_s']} "
+                f"| {m['peak_rss_mb']} | {m['rss_over_idle_mb']} "
+                f"| {m.get('rss_over_idle_vs_single', D)} |"
+            )
+    lines += [
+        "",
+        "| replicas | round | converged s | born placed | relabelled | join → converged s "
+        "| SIGKILL → converged s | foreign writes | CPU of all replicas s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["results"]:
+        total = round(sum(m["cpu_s"] for m in r["per_replica"].values()), 2)
+        lines.append(
+            f"| {r['replicas']} | {r['round']} | {r['converged_s']} | {r['born_placed']} "
+            f"| {r['relabelled']} | {r.get('join_rebalance_s', D)} "
+            f"| {r.get('kill_rebalance_s', D)} | {r['foreign_writes']} | {total} |"
+        )
+    lines += [
+        "",
+        f"| replicas | CPU over idle {X} single: median (min{D}max) | RSS over idle {X} single |",
+    ]
+    lines.append("|---|---|---|")
+    for n, row in report["summary"].items():
+        cells = [
+            f"{v['median']} ({v['min']}{D}{v['max']})" if v else D
+            for v in (row.get("cpu_over_idle_vs_single"), row.get("rss_over_idle_vs_single"))
+        ]
+        lines.append(f"| {n} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--replica"]:
-        replica(*sys.argv[2:4])
+        replica(*sys.argv[2:6])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=2000)
@@ -316,16 +480,28 @@ def main() -> None:
     parser.add_argument(
         "--prelabel",
         action="store_true",
-        help="create objects labelled for their shard (an experiment: a placing webhook)",
+        help="create objects labelled for their shard (an experiment: objects born placed)",
+    )
+    parser.add_argument(
+        "--webhook",
+        action="store_true",
+        help="Sharding(placing_webhook=True): replicas' webhooks behind one round-robin front",
     )
     parser.add_argument(
         "--rate", type=float, default=0, help="objects created per second (0: a burst)"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="repeat every replica count (interleaved)"
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     replicas = [int(n) for n in args.replicas.split(",")]
-    report = run(args.count, replicas, args.kubeconfig, args.rate, args.prelabel)
+    if args.prelabel and args.webhook:
+        parser.error("--prelabel and --webhook are two ways of placing: pick one")
+    mode = "webhook" if args.webhook else "prelabel" if args.prelabel else "claims"
+    report = run(args.count, replicas, args.kubeconfig, args.rate, mode, args.rounds)
     print(json.dumps(report, indent=2))
+    print(table(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 
