@@ -179,6 +179,12 @@ class Coordinator:
         """List every object once, a page at a time (primaries first): drain the misplaced,
         reassign the dead's, move children to their owner's shard."""
         self.full_rounds += 1
+        started = time.monotonic()
+        # Every primary's shard, for its children; without owned kinds only the drained
+        # ones (memory: a full round would otherwise hold one entry per object).
+        children = any(kind.owners for kind in self.kinds)
+        with self._lock:
+            drained = set(self._drains)
         owners: dict[ObjectRef, str | None] = {}
         counts: dict[str, int] = dict.fromkeys(self.live, 0)
         for kind in sorted(self.kinds, key=lambda kind: bool(kind.owners)):
@@ -189,14 +195,18 @@ class Coordinator:
                     if (found := placement(obj, kind, self.ring)) is not None
                 ]
                 for _, _, found in entries if not kind.owners else ():
-                    owners[found.ref] = None if found.draining else found.shard
+                    if children or found.ref in drained:
+                        owners[found.ref] = None if found.draining else found.shard
                     if found.shard in counts:
                         counts[found.shard] += 1
                 moved = self._send_all(sender, fence, self._moves(entries, owners))
-                owners.update((a.ref, a.shard) for a in moved if a.verb == "assign")
+                if children:
+                    owners.update((a.ref, a.shard) for a in moved if a.verb == "assign")
         self.metrics.set_assigned(counts)
         with self._lock:  # drains of objects deleted meanwhile are never acknowledged
-            self._drains = {ref: at for ref, at in self._drains.items() if ref in owners}
+            self._drains = {
+                ref: at for ref, at in self._drains.items() if ref in owners or at >= started
+            }
 
     def _moves(
         self,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 __all__ = ["ObjectRef", "pick_shard", "score"]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)  # one per object in a full round
 class ObjectRef:
     """What an object is hashed by: (group, kind, namespace, name); "" for none."""
 
