@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from cloudcoil_sync.admission._internal.route import Route, api_metadata, build_route
 from cloudcoil_sync.controller._internal.cache import LabelSelector
-from cloudcoil_sync.sharding._internal.kinds import ShardedKind
+from cloudcoil_sync.sharding._internal.kinds import ShardedKind, primary_kind
 from cloudcoil_sync.sharding._internal.labels import shard_key
 
 if TYPE_CHECKING:
@@ -27,11 +27,7 @@ def placing_routes(
         return {}
     routes: dict[str, Route] = {}
     for index, controller in enumerate(controllers):
-        kind = ShardedKind(
-            controller.resource,
-            controller.watched_namespace(namespace),
-            controller.label_selector,
-        )
+        kind = primary_kind(controller, namespace)
         plural = api_metadata(controller.resource)[0] or "objects"
         path = f"/sharding/{sharding.ring_name}/place-{index}-{plural}"
         routes[path] = build_route(

@@ -74,10 +74,15 @@ def _requirement(
         return lambda labels: labels.get(key) == value
     if op == "!=":
         return lambda labels: labels.get(key) != value
-    values = {v.strip() for v in (value or "").strip("()").split(",") if v.strip()}
+    values = _values(value)
     if op == "in":
         return lambda labels: labels.get(key) in values
     return lambda labels: labels.get(key) not in values
+
+
+def _values(value: str | None) -> set[str]:
+    """The values of a set requirement: `(a, b)` -> {"a", "b"}."""
+    return {v.strip() for v in (value or "").strip("()").split(",") if v.strip()}
 
 
 def _expression(key: str, negated: str | None, op: str | None, value: str | None) -> dict[str, Any]:
@@ -86,7 +91,7 @@ def _expression(key: str, negated: str | None, op: str | None, value: str | None
     op = op.strip()
     if op in ("=", "==", "!="):
         return {"key": key, "operator": "NotIn" if op == "!=" else "In", "values": [value or ""]}
-    values = sorted({v.strip() for v in (value or "").strip("()").split(",") if v.strip()})
+    values = sorted(_values(value))
     return {"key": key, "operator": "In" if op == "in" else "NotIn", "values": values}
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "informer",
     "listed",
     "placement",
+    "primary_kind",
     "sharded_kinds",
     "synced",
 ]
@@ -50,13 +51,19 @@ def sharded_kinds(controllers: Sequence[Controller[Any]], namespace: str) -> lis
     """Every controller's primary kind and owned kinds, once each."""
     kinds: list[ShardedKind] = []
     for controller in controllers:
-        scope = controller.watched_namespace(namespace)
+        primary = primary_kind(controller, namespace)
+        kinds.append(primary)
         gvk = controller.resource.gvk()
         owner = (gvk.api_version.rpartition("/")[0], gvk.kind)
-        kinds.append(ShardedKind(controller.resource, scope, controller.label_selector))
         for owned in controller.owned:
-            kinds.append(ShardedKind(owned.resource, scope, None, (owner,)))
+            kinds.append(ShardedKind(owned.resource, primary.namespace, None, (owner,)))
     return kinds
+
+
+def primary_kind(controller: Controller[Any], namespace: str) -> ShardedKind:
+    """The controller's own kind: its resource, watched namespace and selector."""
+    scope = controller.watched_namespace(namespace)
+    return ShardedKind(controller.resource, scope, controller.label_selector)
 
 
 @functools.cache  # called per watch event: gvk() builds a model each time
