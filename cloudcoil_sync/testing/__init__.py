@@ -46,6 +46,9 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
 - For kubectl: OpenAPI v3 documents generated from the served types (CRD schemas; built-in
   kinds only typed at the top, see ``openapi.py``; no OpenAPI v2) and server-side tables
   (CRD printer columns; built-in kinds Name and Age only, see ``tables.py``), also on watches.
+- Metadata-only reads (``Accept: ...;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1``, what
+  client-go's metadata client and ``client.metadata`` send) on gets, lists and watches, with
+  kube-apiserver's 406 for a mismatched form (``partial.py``); writes answer whole objects.
 - Authentication is by bearer token only: the admin token bypasses authorization; other tokens
   come from ``add_token``/``service_account_token`` or a ServiceAccount's TokenRequest
   (opaque, never expiring: see ``tokens.py``). RBAC is evaluated from the stored Roles,

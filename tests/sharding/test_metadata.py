@@ -1,48 +1,56 @@
-"""The coordinator's cache keeps metadata only; watch errors pass through whole."""
+"""What the ring reads of sharded objects is their metadata alone: the claimer's unplaced
+views and the coordinator's full-round pages hold no data, against the emulator (which
+answers PartialObjectMetadata as kube-apiserver does)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import threading
 
-from cloudcoil_sync.sharding._internal.metadata import MetadataListWatch
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-OBJ = {
-    "apiVersion": "v1",
-    "kind": "ConfigMap",
-    "metadata": {"name": "a", "labels": {"x": "1"}},
-    "data": {"big": "x" * 1000},
-}
-ERROR = {"kind": "Status", "code": 410, "reason": "Expired"}
+from cloudcoil_sync.client import Config
+from cloudcoil_sync.sharding._internal.kinds import ShardedKind, informer, listed, synced
+
+DATA = {"big": "x" * 2000}
 
 
-class Stream:
-    closed = False
-
-    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        yield "MODIFIED", OBJ
-        yield "ERROR", ERROR
-
-    def close(self) -> None:
-        self.closed = True
+def _create(config: Config, count: int, start: int = 0) -> None:
+    client = config.client(ConfigMap, namespace="default").raw
+    for index in range(start, count):
+        body = {"metadata": {"name": f"o{index}", "labels": {"app": "m"}}, "data": DATA}
+        client.create({"apiVersion": "v1", "kind": "ConfigMap", **body})
 
 
-class Source:
-    stream = Stream()
+def test_full_round_pages_hold_metadata_only(kube_config: Config) -> None:
+    _create(kube_config, 5)
+    kind = ShardedKind(ConfigMap, "default", "app=m")
+    pages = list(listed(kube_config, kind, page=2))
+    assert [len(page) for page in pages] == [2, 2, 1]
+    for obj in (obj for page in pages for obj in page):
+        assert set(obj) == {"apiVersion", "kind", "metadata"}
+        assert obj["kind"] == "ConfigMap" and obj["metadata"]["labels"] == {"app": "m"}
 
-    def pages(self, *, limit: int) -> Iterator[tuple[list[dict[str, Any]], str]]:
-        yield [OBJ], "7"
 
-    def watch(self, *, resource_version: str, timeout_seconds: int) -> Stream:
-        return self.stream
+def test_metadata_informer_stores_no_data(kube_config: Config) -> None:
+    _create(kube_config, 2)
+    view = informer(kube_config, ConfigMap, "default", "app=m", "unplaced", metadata=True)
+    added: dict[str, dict[str, object]] = {}
+    late = threading.Event()
 
+    def on_add(obj: dict[str, object]) -> None:
+        name = obj["metadata"]["name"]  # type: ignore[index]
+        added[name] = obj
+        if name == "o2":
+            late.set()
 
-def test_lists_and_watches_keep_metadata_only_and_errors_whole() -> None:
-    source = Source()
-    lister = MetadataListWatch(source)
-    meta = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": OBJ["metadata"]}
-    assert list(lister.pages(limit=10)) == [([meta], "7")]
-    stream = lister.watch(resource_version="7", timeout_seconds=5)
-    assert list(stream) == [("MODIFIED", meta), ("ERROR", ERROR)]
-    stream.close()
-    assert source.stream.closed
+    view.add_handler(on_add=on_add)
+    view.start()
+    try:
+        assert synced(view, threading.Event())
+        _create(kube_config, 3, start=2)  # o2 arrives by the watch
+        assert late.wait(10)
+        for name in ("o0", "o1", "o2"):
+            assert set(added[name]) == {"apiVersion", "kind", "metadata"}
+            assert view.store.get("default", name) == added[name]
+    finally:
+        assert view.stop()

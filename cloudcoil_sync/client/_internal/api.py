@@ -27,6 +27,12 @@ JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 #: Extra read time beyond ``timeoutSeconds`` before a silent watch counts as dead.
 WATCH_GRACE = 10.0
+# Metadata-only reads (client-go's metadata client): kube-apiserver answers
+# PartialObjectMetadata(List); the trailing plain JSON lets a server without it send whole
+# objects, which the client then cuts down the same way.
+_PARTIAL = "application/json;as=PartialObjectMetadata{};g=meta.k8s.io;v=v1,application/json"
+ACCEPT_METADATA = _PARTIAL.format("")
+ACCEPT_METADATA_LIST = _PARTIAL.format("List")
 
 
 @dataclass
@@ -82,6 +88,7 @@ class ResourceClient(Generic[T]):
         namespace: str | None = None,
         raw: bool = False,
         mapping: RESTMapping | None = None,
+        metadata: bool = False,
     ) -> None:
         self.config = config
         self.namespace = namespace
@@ -89,8 +96,9 @@ class ResourceClient(Generic[T]):
         self._transport = config.transport
         self._mapping = mapping
         self._raw: ResourceClient[JSON] | None = None
-        model = isinstance(target, type) and hasattr(target, "model_validate") and not raw
-        self._model: Any = target if model else None
+        self._metadata_only = metadata
+        model = isinstance(target, type) and hasattr(target, "model_validate")
+        self._model: Any = target if model and not (raw or metadata) else None
 
     # -- plumbing ------------------------------------------------------------------------
     @property
@@ -111,7 +119,23 @@ class ResourceClient(Generic[T]):
             )
         return self._raw
 
+    @property
+    def metadata(self) -> ResourceClient[JSON]:
+        """The same kind read as metadata only: every object it returns (gets, list
+        pages, watch events, write answers) is ``{"apiVersion", "kind", "metadata"}``
+        of this kind, and reads ask the server for ``PartialObjectMetadata`` so that it
+        sends no spec, data or status."""
+        return ResourceClient(
+            self.config,
+            self._target,
+            namespace=self.namespace,
+            mapping=self._mapping,
+            metadata=True,
+        )
+
     def _decode(self, body: JSON) -> T:
+        if self._metadata_only:
+            return cast(T, self._cut(body))
         if self._model is None:
             return cast(T, body)
         return cast(T, self._model.model_validate(body))
@@ -135,6 +159,14 @@ class ResourceClient(Generic[T]):
             raise ValueError("the object has no metadata.name")
         return str(name)
 
+    def _cut(self, body: JSON) -> JSON:
+        """``body`` as this kind's metadata alone (PartialObjectMetadata names itself)."""
+        mapping = self.mapping
+        return {"apiVersion": mapping.api_version, "kind": mapping.kind, "metadata": _meta(body)}
+
+    def _accept(self, partial: str) -> str | None:
+        return partial if self._metadata_only else None
+
     def _send(self, method: str, path: str, **kwargs: Any) -> JSON:
         return cast(JSON, self._transport.request_json(method, path, **kwargs))
 
@@ -148,7 +180,8 @@ class ResourceClient(Generic[T]):
     # -- reads ---------------------------------------------------------------------------
     def get(self, name: str, *, namespace: str | None = None, subresource: str | None = None) -> T:
         """GET one object (``subresource="status"`` returns the object too)."""
-        return self._decode(self._send("GET", self._path(self._ns(namespace), name, subresource)))
+        path = self._path(self._ns(namespace), name, subresource)
+        return self._decode(self._send("GET", path, accept=self._accept(ACCEPT_METADATA)))
 
     def list(
         self,
@@ -196,8 +229,9 @@ class ResourceClient(Generic[T]):
             "resourceVersion": resource_version,
         }
         mapping = self.mapping
+        accept = self._accept(ACCEPT_METADATA_LIST)
         while True:
-            body = self._send("GET", path, params=params)
+            body = self._send("GET", path, params=params, accept=accept)
             page: ListResult[T] = ListResult()
             for item in body.get("items") or []:
                 item.setdefault("apiVersion", mapping.api_version)
@@ -240,6 +274,8 @@ class ResourceClient(Generic[T]):
             params,
             read_timeout=read_timeout or timeout_seconds + WATCH_GRACE,
             resource_version=resource_version,
+            accept=self._accept(ACCEPT_METADATA),
+            decode=self._cut if self._metadata_only else None,
         )
 
     # -- writes --------------------------------------------------------------------------

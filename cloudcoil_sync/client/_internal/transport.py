@@ -13,7 +13,7 @@ import os
 import ssl
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 from urllib.parse import urlencode, urlsplit
 
 import requests
@@ -213,6 +213,19 @@ def _ca_context(verify: bool | str) -> ssl.SSLContext | None:
     return ctx
 
 
+class _Call(NamedTuple):
+    """One request's options, as `Transport.request` took them."""
+
+    params: Mapping[str, Any] | None
+    body: Any
+    content_type: str | None
+    stream: bool
+    read_timeout: float | None
+    connect_timeout: float | None
+    retries: int | None
+    accept: str | None
+
+
 class Transport:
     """Sends requests to one API server; thread-safe."""
 
@@ -273,8 +286,10 @@ class Transport:
         return url
 
     @staticmethod
-    def _headers(authz: str | None, content_type: str | None) -> dict[str, str]:
+    def _headers(authz: str | None, content_type: str | None, accept: str | None) -> dict[str, str]:
         headers: dict[str, str] = {}
+        if accept:
+            headers["Accept"] = accept
         if authz:
             headers["Authorization"] = authz
         if content_type:
@@ -293,49 +308,52 @@ class Transport:
         read_timeout: float | None = None,
         connect_timeout: float | None = None,
         retries: int | None = None,
+        accept: str | None = None,
     ) -> requests.Response:
         """Send with rate limit and retries; return a 2xx/3xx response or raise a typed error.
 
         ``body`` is JSON-encoded unless it is ``bytes``. ``retries`` overrides the policy's
         ``max_retries`` for this call (e.g. 0 for lease renewals bound by a deadline);
-        ``connect_timeout`` bounds the connect and TLS handshake of this call. A write from
-        a thread whose `fence` is closed raises `WriteFenced` unsent.
+        ``connect_timeout`` bounds the connect and TLS handshake of this call; ``accept``
+        replaces the ``Accept`` header (JSON). A write from a thread whose `fence` is closed
+        raises `WriteFenced` unsent.
         """
-        args = (params, body, content_type, stream, read_timeout, connect_timeout, retries)
+        call = _Call(
+            params, body, content_type, stream, read_timeout, connect_timeout, retries, accept
+        )
         guard = fence.current()
         if guard is None or method in fence.READ_METHODS:
-            return self._request(method, path, *args)
+            return self._request(method, path, call)
         with guard.write(method, path):
-            return self._request(method, path, *args)
+            return self._request(method, path, call)
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        params: Mapping[str, Any] | None,
-        body: Any,
-        content_type: str | None,
-        stream: bool,
-        read_timeout: float | None,
-        connect_timeout: float | None,
-        retries: int | None,
-    ) -> requests.Response:
+    def _request(self, method: str, path: str, call: _Call) -> requests.Response:
         if self._closed.is_set():
             raise TransportError("client is closed", method=method)
-        url = self.url(path, params)
+        url = self.url(path, call.params)
+        body, content_type, stream = call.body, call.content_type, call.stream
         data = body if body is None or isinstance(body, bytes) else _dumps(body)
         if data is not None and content_type is None:
             content_type = _JSON
-        timeout = (connect_timeout or self.connect_timeout, read_timeout or self.timeout)
+        timeout = (
+            call.connect_timeout or self.connect_timeout,
+            call.read_timeout or self.timeout,
+        )
         idempotent = method in IDEMPOTENT_METHODS
-        limit = self.retry.max_retries if retries is None else retries
+        limit = self.retry.max_retries if call.retries is None else call.retries
         attempt, reauthed = 0, False
         while True:
             self.limiter.acquire()
             authz, cert = self.auth.credentials()
             try:
                 resp = self._send(
-                    method, url, data, self._headers(authz, content_type), timeout, stream, cert
+                    method,
+                    url,
+                    data,
+                    self._headers(authz, content_type, call.accept),
+                    timeout,
+                    stream,
+                    cert,
                 )
             except requests.RequestException as exc:
                 err = map_transport_error(exc, method, url, self.server)

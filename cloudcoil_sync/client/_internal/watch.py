@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from cloudcoil_sync.client._internal.transport import Transport, map_transport_e
 
 __all__ = ["EVENT_TYPES", "Watch", "WatchEvent"]
 
+JSON = dict[str, Any]
 EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
 
 
@@ -51,13 +52,16 @@ class Watch(Iterator[WatchEvent]):
         *,
         read_timeout: float,
         resource_version: str | None = None,
+        accept: str | None = None,
+        decode: Callable[[JSON], JSON] | None = None,
     ) -> None:
         self.resource_version = resource_version
         self._closed = threading.Event()
         self._server = transport.server
+        self._decode = decode
         self.url = transport.url(path, params)
         self._resp = transport.request(
-            "GET", path, params=params, stream=True, read_timeout=read_timeout
+            "GET", path, params=params, stream=True, read_timeout=read_timeout, accept=accept
         )
         self._events = self._iterate()
 
@@ -129,7 +133,7 @@ class Watch(Iterator[WatchEvent]):
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if rv:
             self.resource_version = rv
-        return WatchEvent(etype, obj)
+        return WatchEvent(etype, obj if self._decode is None else self._decode(obj))
 
     def close(self) -> None:
         """Stop the stream; a thread blocked reading it wakes up and iteration ends."""

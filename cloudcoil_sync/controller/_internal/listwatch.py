@@ -50,7 +50,8 @@ class _ClientStream:
 
 
 class ClientListWatch:
-    """`ListWatch` over the project's client for one kind, scope and selectors."""
+    """`ListWatch` over the project's client for one kind, scope and selectors; with
+    `metadata`, objects are read as metadata only (`ResourceClient.metadata`)."""
 
     def __init__(
         self,
@@ -59,8 +60,9 @@ class ClientListWatch:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        metadata: bool = False,
     ) -> None:
-        self._client = client.raw
+        self._client = client.metadata if metadata else client.raw
         self._namespace = namespace
         self._all = namespace is None
         self._label_selector = label_selector

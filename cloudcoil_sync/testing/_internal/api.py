@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import yaml
 
 from cloudcoil_sync.client._internal import codec
-from cloudcoil_sync.testing._internal import discovery, openapi, protobuf, tables
+from cloudcoil_sync.testing._internal import discovery, openapi, partial, protobuf, tables
 from cloudcoil_sync.testing._internal import status as st
 from cloudcoil_sync.testing._internal.access_reviews import REVIEWS, review
 from cloudcoil_sync.testing._internal.backend import Backend, LogEntry
@@ -268,23 +268,10 @@ def _execute(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
     if verb == "watch":
         _watch(emu, ex, req)
         return
-    table = tables.wants_table(ex.headers.get("Accept", "")) if verb in ("list", "get") else None
-    if table is not None:
-        ex.respond(200, dumps(_table(emu, req, verb, table)))
+    if verb in ("list", "get"):
+        _read(emu, ex, verb, req)
         return
     slots = emu.latency
-    if verb == "list":
-        listed = objects.list_body(req)
-        if slots is not None:
-            slots.serve(verb, len(listed))
-        ex.respond(200, listed)
-        return
-    if verb == "get":
-        got = _encode(emu, req, objects.get(req))
-        if slots is not None:
-            slots.serve(verb)
-        ex.respond(200, got)
-        return
     if req.subresource and verb in ("create", "delete", "deletecollection"):
         raise st.method_not_allowed()
     if slots is not None:
@@ -302,6 +289,29 @@ def _execute(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
     else:
         status, result = 200, objects.delete_collection(req)
     ex.respond(status, _encode(emu, req, result))
+
+
+def _read(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
+    """A list or get: the object(s), as a Table or as partial metadata when asked."""
+    accept = ex.headers.get("Accept", "")
+    table = tables.wants_table(accept)
+    if table is not None:
+        ex.respond(200, dumps(_table(emu, req, verb, table)))
+        return
+    metadata = partial.wanted(accept)
+    if metadata is not None:
+        partial.check(req.rt, metadata[0], listing=verb == "list")
+    if verb == "list":
+        body = emu.objects.list_body(req)
+        if metadata is not None:
+            body = partial.convert_list(body, metadata[1])
+    elif metadata is not None:
+        body = dumps(partial.convert_object(emu.objects.get(req), metadata[1]))
+    else:
+        body = _encode(emu, req, emu.objects.get(req))
+    if emu.latency is not None:
+        emu.latency.serve(verb, len(body) if verb == "list" else 0)
+    ex.respond(200, body)
 
 
 def _table(emu: Backend, req: Req, verb: str, api_version: str) -> JSON:
@@ -337,14 +347,19 @@ def _watch(emu: Backend, ex: Exchange, req: Req) -> None:
         int(query.get("resourceVersion") or 0)
     except ValueError as exc:
         raise st.bad_request(f"invalid watch parameters: {exc}") from exc
+    as_table = tables.wants_table(ex.headers.get("Accept", ""))
+    metadata = None if as_table else partial.wanted(ex.headers.get("Accept", ""))
+    if metadata is not None:
+        partial.check(req.rt, metadata[0], listing=False)
     watch = Watch(req.rt, req.namespace)
     emu.watches.add(watch)
-    as_table = tables.wants_table(ex.headers.get("Accept", ""))
     try:
         write = ex.start_stream()
         if as_table is not None:  # kubectl get -w
             include = req.query.get("includeObject") or "Metadata"
             write = tables.table_events(write, req.rt, emu.store, as_table, include)
+        elif metadata is not None:
+            write = partial.convert_events(write, metadata[1])
         serve(emu.store, watch, query, write, emu.bookmark_interval, emu.stopping, ex.peer_gone)
         ex.end_stream(abort=watch.abort)
     finally:
