@@ -1,8 +1,9 @@
 """The coordinator: while its replica holds the ring Lease, move objects between live shards.
 
 New objects are claimed by their target shards (`claim.Claimer`); the coordinator keeps
-what needs one writer. When the live shards change (and every `_FULL_EVERY`) it lists every
-sharded object, metadata only, once, and sends the moves: a drain to an object whose live
+what needs one writer. When the live shards change, `grace` later (claims and placements
+made from views not yet updated), and every `_FULL_EVERY`, it lists every sharded object,
+metadata only, a page at a time, and sends the moves: a drain to an object whose live
 shard is no longer its target, a direct assignment for one on a dead shard, children to
 their owner's shard. Between those rounds it watches nothing of its own: it reads the
 replica's claimer (the live shards and the unplaced objects) and assigns an object that no
@@ -46,7 +47,10 @@ JSON = dict[str, Any]
 Key = tuple[int, str | None, str]  # (kind index, namespace, name)
 Move = tuple[Action, type[Resource], JSON]
 _IDLE = 1.0  # the claimer wakes it after every round; this bounds a missed wake
-_FULL_EVERY = 60.0  # between lists of every object (repairs what a stale claim misplaced)
+# Between lists of every object when the live shards stay the same: a safety net for labels
+# nobody planned (an object created labelled for a shard that is gone). What a stale view
+# misplaces is repaired by the round `grace` after each change of the live shards.
+_FULL_EVERY = 300.0
 
 
 class CoordinatorMetrics:
@@ -168,10 +172,11 @@ class Coordinator:
             # A shard joined: wait until the ring settles (more may be starting) to move
             # objects once, not once per joiner; a shard that left is handled at once.
             return max(0.01, min(settling, self._fallback(sender, fence, now)))
-        if self.live != self._planned or now >= full_due or now - self._last_full >= _FULL_EVERY:
+        changed = self.live != self._planned
+        if changed or now >= full_due or now - self._last_full >= _FULL_EVERY:
             self._planned, self._last_full = self.live, now
-            with self._lock:
-                self._full_due = math.inf
+            with self._lock:  # after a change, once more when every view has caught up
+                self._full_due = now + self.grace if changed else math.inf
             self._full_round(sender, fence)
         return self._fallback(sender, fence, time.monotonic())
 
