@@ -14,7 +14,9 @@ CPU rate over 10 s (renewals, the Lease watch, timers), reads its CPU seconds an
 with its own list + watch until each sits on its hash target among the live shards and was
 written by it ("converged"), lets them idle 5 s, and reports per replica the CPU seconds spent
 since the objects were created, the same less its idle rate over that window (`cpu_over_idle`),
-the peak RSS and the RSS over its idle ring-formed floor (the cache's share). The coordinator
+the peak RSS and the RSS over its idle ring-formed floor (the cache's share), that RSS by kind
+of mapping (`memory_map.py`: thread malloc arenas, thread stacks, other anonymous memory, which
+is mostly CPython's object arenas; file-backed pages). The coordinator
 (the ring Lease holder) is marked: it also lists every object when the live shards change and
 assigns what no shard claimed.
 With N > 1 it then starts one more replica (join) and times convergence onto N + 1 shards
@@ -62,6 +64,7 @@ from common import (
     machine,
     peak_rss,
 )
+from memory_map import breakdown
 from placing import PlacingWebhook
 
 from cloudcoil_sync.sharding import ObjectRef, pick_shard
@@ -196,6 +199,9 @@ class Replica:
     def peak_rss_mb(self) -> float:
         return peak_rss(self.proc.pid) / 2**20
 
+    def memory_map(self) -> dict[str, float]:
+        return breakdown(self.proc.pid)
+
     def kill(self) -> None:
         self.proc.kill()
         self.proc.wait(30)
@@ -285,6 +291,7 @@ def scenario(
         probe = {r.name: r.cpu() for r in running}
         time.sleep(IDLE_PROBE)
         idle = {r.name: (r.cpu(), r.rss_mb()) for r in running}
+        idle_map = {r.name: r.memory_map() for r in running}
         idle_rate = {name: (idle[name][0] - probe[name]) / IDLE_PROBE for name in idle}
         started = time.monotonic()
         create_objects(config, namespace, count, rate, set(names) if mode == "prelabel" else None)
@@ -305,6 +312,7 @@ def scenario(
                 "cpu_over_idle_s": round(r.cpu() - idle[r.name][0] - idle_rate[r.name] * window, 2),
                 "peak_rss_mb": round(r.peak_rss_mb(), 1),
                 "rss_over_idle_mb": round(r.rss_mb() - idle[r.name][1], 1),
+                "rss_map_over_idle_mb": over(r.memory_map(), idle_map[r.name]),
             }
             for r in running
         }
@@ -332,6 +340,11 @@ def scenario(
             placing.close()
         target.finish(namespace)
     return result
+
+
+def over(now: dict[str, float], then: dict[str, float]) -> dict[str, float]:
+    """Resident MB by kind of mapping gained since `then` (bench/memory_map.py)."""
+    return {kind: round(now.get(kind, 0) - then.get(kind, 0), 2) for kind in sorted({*now, *then})}
 
 
 def probes(shards: set[str], namespace: str) -> dict[str, str]:
@@ -466,7 +479,28 @@ def table(report: dict[str, Any]) -> str:
             for v in (row.get("cpu_over_idle_vs_single"), row.get("rss_over_idle_vs_single"))
         ]
         lines.append(f"| {n} | {cells[0]} | {cells[1]} |")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *memory_table(report)])
+
+
+def memory_table(report: dict[str, Any]) -> list[str]:
+    """RSS over idle by kind of mapping, per replica (where the cache's share went)."""
+    kinds = sorted(
+        {
+            k
+            for r in report["results"]
+            for m in r["per_replica"].values()
+            for k in m["rss_map_over_idle_mb"]
+        }
+    )
+    lines = [
+        "| replicas | round | replica | " + " | ".join(f"{k} MB" for k in kinds) + " |",
+        "|---|---|---|" + "---|" * len(kinds),
+    ]
+    for result in report["results"]:
+        for name, m in sorted(result["per_replica"].items()):
+            cells = " | ".join(str(m["rss_map_over_idle_mb"].get(k, 0.0)) for k in kinds)
+            lines.append(f"| {result['replicas']} | {result['round']} | {name} | {cells} |")
+    return lines
 
 
 def main() -> None:
