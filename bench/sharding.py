@@ -2,7 +2,8 @@
 kill, and writes by a shard to an object not assigned to it (double reconciles).
 
     python bench/sharding.py [--count 2000] [--replicas 1,2,4] [--rate 0] [--rounds 1]
-                             [--webhook | --prelabel] [--kubeconfig PATH] [--json out.json]
+                             [--size 0] [--webhook | --prelabel] [--kubeconfig PATH]
+                             [--json out.json]
 
 Replicas are child processes (`--replica NAME NAMESPACE`) of one operator with
 `Sharding(identity=NAME)` at the Lease defaults (15 s lease, 10 s renew deadline, 2 s retry),
@@ -32,11 +33,13 @@ would do): an experiment that takes the claims out, not a mode of the product. `
 runs the product's `Sharding(placing_webhook=True)`: every replica serves the placing webhook
 on a port of its own behind one round-robin TCP front (`forwarder.py`, per connection, as a
 Service), registered as the webhook configuration's `clientConfig.url` (`placing.py`);
-`born_placed` counts the objects first seen already labelled, `placing_connections` the
-API server's connections each replica's webhook got. `--rounds K` repeats the replica
-counts K times, interleaved (the join and the kill in the first round only), relates each
-round to its own single replica, and summarises per N the median, min and max over every
-replica of every round: one run's single replica varied by 30 % on the shared machine.
+`--size B` adds B bytes of data to every object (the cache's share then outweighs what a
+process keeps whatever its share); `born_placed` counts the objects first seen already
+labelled, `placing_connections` the API server's connections each replica's webhook got.
+`--rounds K` repeats the replica counts K times, interleaved (the join and the kill in the
+first round only), relates each round to its own single replica, and summarises per N the
+median, min and max over every replica of every round: one run's single replica varied by
+30 % on the shared machine.
 """
 
 from __future__ import annotations
@@ -237,10 +240,16 @@ def ring_formed(kubeconfig: str, namespace: str, names: set[str], timeout: float
 
 
 def create_objects(
-    kubeconfig: str, namespace: str, count: int, rate: float, placed: set[str] | None
+    kubeconfig: str,
+    namespace: str,
+    count: int,
+    rate: float,
+    placed: set[str] | None,
+    size: int = 0,
 ) -> None:
     """`count` objects from 8 threads, at most `rate` per second (0: as fast as they go);
-    with `placed`, each already labelled for its target among those shards."""
+    with `placed`, each already labelled for its target among those shards; with `size`, each
+    carries that many more bytes of data (a larger object to cache)."""
     session, server = raw_session(kubeconfig, pool=8)
     base = f"{server}/api/v1/namespaces/{namespace}/configmaps"
     begin = time.monotonic()
@@ -249,6 +258,8 @@ def create_objects(
         if rate > 0:
             time.sleep(max(0.0, begin + i / rate - time.monotonic()))
         body = configmap(namespace, i)
+        if size:
+            body["data"]["payload"] = f"{i:08d}" * (size // 8)
         if placed:
             ref = ObjectRef("", "ConfigMap", namespace, body["metadata"]["name"])
             body["metadata"]["labels"][SHARD] = pick_shard(placed, ref)
@@ -265,7 +276,14 @@ def coordinator(kubeconfig: str, namespace: str) -> str | None:
 
 
 def scenario(
-    target: Any, count: int, replicas: int, work: Path, rate: float, mode: str, round_: int = 0
+    target: Any,
+    count: int,
+    replicas: int,
+    work: Path,
+    rate: float,
+    mode: str,
+    round_: int = 0,
+    size: int = 0,
 ) -> dict[str, Any]:
     """One run of `replicas` (the join and the kill only in round 0)."""
     namespace = f"shards{replicas}-{round_}-{os.getpid()}"
@@ -294,7 +312,8 @@ def scenario(
         idle_map = {r.name: r.memory_map() for r in running}
         idle_rate = {name: (idle[name][0] - probe[name]) / IDLE_PROBE for name in idle}
         started = time.monotonic()
-        create_objects(config, namespace, count, rate, set(names) if mode == "prelabel" else None)
+        placed = set(names) if mode == "prelabel" else None
+        create_objects(config, namespace, count, rate, placed, size)
         done = placements.converged(names, count, 900)
         if done is None:
             raise SystemExit(f"{replicas} replicas did not converge: {placements.shares()}")
@@ -372,6 +391,7 @@ def run(
     rate: float,
     mode: str,
     rounds: int = 1,
+    size: int = 0,
 ) -> dict[str, Any]:
     target: Any = ClusterTarget(kubeconfig) if kubeconfig else EmulatorProcess()
     work = Path(f"/tmp/cc-sharding-{os.getpid()}")
@@ -380,7 +400,7 @@ def run(
     try:
         for round_ in range(rounds):  # interleaved: a slow spell of the machine hits all N
             for n in replicas:
-                result = scenario(target, count, n, work, rate, mode, round_)
+                result = scenario(target, count, n, work, rate, mode, round_, size)
                 results.append(result)
                 print(json.dumps(result), flush=True)
     finally:
@@ -391,6 +411,7 @@ def run(
         "machine": machine(),
         "target": target.version if kubeconfig else "emulator",
         "rate": rate,
+        "extra_bytes": size,
         "placing": mode,
         "rounds": rounds,
         "results": results,
@@ -527,13 +548,16 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=1, help="repeat every replica count (interleaved)"
     )
+    parser.add_argument(
+        "--size", type=int, default=0, help="extra bytes of data in every object (0: ~400 B)"
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     replicas = [int(n) for n in args.replicas.split(",")]
     if args.prelabel and args.webhook:
         parser.error("--prelabel and --webhook are two ways of placing: pick one")
     mode = "webhook" if args.webhook else "prelabel" if args.prelabel else "claims"
-    report = run(args.count, replicas, args.kubeconfig, args.rate, mode, args.rounds)
+    report = run(args.count, replicas, args.kubeconfig, args.rate, mode, args.rounds, args.size)
     print(json.dumps(report, indent=2))
     print(table(report))
     if args.json:
