@@ -1,6 +1,12 @@
 """Operator replicas as separate processes, each with its own token (so the emulator's request
 log tells their requests apart), logging the monotonic time of every pass start and of the
-stop signal (CLOCK_MONOTONIC is system-wide: comparable with the emulator's log times)."""
+stop signal (CLOCK_MONOTONIC is system-wide: comparable with the emulator's log times).
+
+A pass "starts" when the framework admits it (`Term.check`, the one place that refuses passes
+once stopping). The stamp is read *before* that check: an admitted pass's time then precedes
+any stop it was admitted ahead of. A stamp taken in the reconciler instead can follow the stop
+line: the signal handler may run between the admission and the reconciler's first line (seen in
+CI, 6 ms after the stop, one GIL switch interval)."""
 
 from __future__ import annotations
 
@@ -31,14 +37,16 @@ APP = textwrap.dedent(
     from cloudcoil.models.kubernetes.core.v1 import ConfigMap
     from cloudcoil_sync.application import Application
     from cloudcoil_sync.controller import Context, LeaderElection
+    from cloudcoil_sync.controller._internal.term import Term
 
     LOG = pathlib.Path(os.environ["PASS_LOG"])
     NAME = os.environ["REPLICA"]
 
 
-    def note(text: str) -> None:
+    def note(text: str, at: float | None = None) -> None:
+        at = time.monotonic() if at is None else at
         with LOG.open("a") as log:
-            log.write(f"{time.monotonic()} {text}\\n")
+            log.write(f"{at} {text}\\n")
 
 
     class StopStamp(logging.Handler):
@@ -48,6 +56,16 @@ APP = textwrap.dedent(
 
 
     logging.getLogger("cloudcoil_sync").addHandler(StopStamp())
+    admit = Term.check
+
+
+    def stamped_check(term: Term) -> None:
+        at = time.monotonic()  # before the check: a pass it admits started before any stop
+        admit(term)  # raises PassRefused: not started, no stamp
+        note("start", at)
+
+
+    Term.check = stamped_check
     election = LeaderElection(
         "settings",
         identity=NAME,
@@ -66,7 +84,6 @@ APP = textwrap.dedent(
 
     @configs.reconcile()
     def reconcile(config: ConfigMap, ctx: Context) -> ConfigMap:
-        note(f"start {config.name}")
         time.sleep(float(os.environ["PASS_SECONDS"]))  # the pass's work: a queue stays deep
         ctx.event("Reconciled", f"by {NAME}")
         config.data = {**(config.data or {}), "managed-by": NAME}
