@@ -272,12 +272,22 @@ def cpu_seconds(pid: int) -> float:
     return float(times.user + times.system)
 
 
+def _status_bytes(pid: int, field: str) -> int:
+    """A memory field of /proc/PID/status, in bytes (a zombie has none: RuntimeError)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} for process {pid}")
+
+
 def peak_rss(pid: int) -> int:
     """Peak resident set size of `pid` in bytes (VmHWM)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmHWM for process {pid}")
+    return _status_bytes(pid, "VmHWM")
+
+
+def rss(pid: int) -> int:
+    """Resident set size of `pid` in bytes (VmRSS)."""
+    return _status_bytes(pid, "VmRSS")
 
 
 def machine() -> dict[str, Any]:

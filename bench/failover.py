@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster import ClusterTarget, LabelledConfigMaps
-from common import KEY, LABEL, ROOT, EmulatorProcess, machine
+from common import KEY, LABEL, ROOT, EmulatorProcess, machine, rss
 
 SCENARIOS = ("sigterm-cold", "sigterm-warm", "sigkill-cold", "sigkill-warm")
 
@@ -152,10 +152,7 @@ class Replica:
         raise SystemExit(f"replica {self.name}: no {what!r} ({self.log.read_text()[-2000:]})")
 
     def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return rss(self.proc.pid) / 2**20
 
     def close(self) -> None:
         if self.proc.poll() is None:

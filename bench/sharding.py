@@ -66,6 +66,7 @@ from common import (
     cpu_seconds,
     machine,
     peak_rss,
+    rss,
 )
 from memory_map import breakdown
 from placing import PlacingWebhook
@@ -194,10 +195,7 @@ class Replica:
         return cpu_seconds(self.proc.pid)
 
     def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return rss(self.proc.pid) / 2**20
 
     def peak_rss_mb(self) -> float:
         return peak_rss(self.proc.pid) / 2**20
