@@ -257,7 +257,7 @@ def create_objects(
             time.sleep(max(0.0, begin + i / rate - time.monotonic()))
         body = configmap(namespace, i)
         if size:
-            body["data"]["payload"] = f"{i:08d}" * (size // 8)
+            body["data"]["payload"] = (f"{i:08d}" * (size // 8 + 1))[:size]
         if placed:
             ref = ObjectRef("", "ConfigMap", namespace, body["metadata"]["name"])
             body["metadata"]["labels"][SHARD] = pick_shard(placed, ref)
@@ -552,6 +552,8 @@ def main() -> None:
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     replicas = [int(n) for n in args.replicas.split(",")]
+    if args.size < 0:
+        parser.error(f"--size must be 0 or more bytes, not {args.size}")
     if args.prelabel and args.webhook:
         parser.error("--prelabel and --webhook are two ways of placing: pick one")
     mode = "webhook" if args.webhook else "prelabel" if args.prelabel else "claims"
