@@ -4,6 +4,7 @@ from cloudcoil_sync.controller._internal.context import Context, Request
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.events import EventRecorder
 from cloudcoil_sync.controller._internal.health import HealthServer
+from cloudcoil_sync.controller._internal.invalid import InvalidObject
 from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.controller._internal.manager import Manager
 from cloudcoil_sync.controller._internal.metrics import ControllerStatus
@@ -25,6 +26,7 @@ __all__ = [
     "ControllerStatus",
     "EventRecorder",
     "HealthServer",
+    "InvalidObject",
     "LeaderElection",
     "LeadershipLost",
     "Manager",

@@ -92,26 +92,35 @@ def test_mapped_watches_and_cached_reads(
     assert harness.fatal == []
 
 
-def test_a_failing_mapper_is_fatal_for_the_controller(
-    kube_config: Config, harness: Harness
+def test_a_failing_mapper_is_logged_and_the_controller_goes_on(
+    kube_config: Config, harness: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
+    calls = Calls()
     controller: Controller[ConfigMap] = Controller(ConfigMap)
 
     @controller.watch(Secret)
     def broken(secret: Secret) -> Iterable[ResourceKey]:
-        raise LookupError(f"cannot map {secret.name}")
+        if secret.name == "bad":
+            raise LookupError(f"cannot map {secret.name}")
+        yield ResourceKey("cm", "default")
 
     @controller.reconcile()
     def reconcile(cm: ConfigMap) -> None:
-        pass
+        calls.hit(cm.name or "")
 
-    runtime = harness.run(controller, name="fatal")
-    kube_config.client(Secret).raw.create({"metadata": {"name": "s"}})
-    assert harness.failed.wait(10)  # on_fatal runs once the runtime has recorded the error
-    assert isinstance(runtime.fatal_error, LookupError)
-    assert harness.fatal == [runtime.fatal_error]
-    assert not runtime.ready
-    assert not runtime.status.ready
+    runtime = harness.run(controller, name="mapped-errors")
+    kube_config.client(ConfigMap).raw.create({"metadata": {"name": "cm"}})
+    assert calls.reached("cm")
+    secrets = kube_config.client(Secret).raw
+    secrets.create({"metadata": {"name": "bad"}})
+    secrets.create({"metadata": {"name": "good"}})
+    assert calls.reached("cm", 2)  # the event after the failing one still maps
+    assert harness.fatal == [] and runtime.ready
+    failures = [r for r in caplog.records if "Watch mapper" in r.getMessage()]
+    assert failures and "Secret default/bad" in failures[0].getMessage()
+    assert failures[0].exc_info is not None  # its traceback, for the mapper's author
+    text = harness.metrics.render().decode()
+    assert 'cloudcoil_mapper_errors_total{controller="mapped-errors"} 1.0' in text
 
 
 def test_informer_failures_and_sync_timeouts_surface_from_wait_synced(

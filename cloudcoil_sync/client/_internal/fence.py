@@ -29,12 +29,25 @@ _local = threading.local()
 
 
 class WriteFenced(ClientError):
-    """A write from abandoned work (e.g. a pass past `reconcile_timeout`) was not sent."""
+    """A write from abandoned work (e.g. a pass past `reconcile_timeout`) was not sent.
+
+    `cause` says why the fence that refused it closed: ``timeout`` (reconcile_timeout),
+    ``renew_deadline``, ``leadership_lost``, ``shutdown`` or ``abandoned`` (unspecified).
+    """
+
+    def __init__(self, message: str, cause: str = "abandoned") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class WriteFence:
     """Admits writes until closed or until the monotonic `deadline`, whichever is first,
-    and only while `parent` (if any) admits them too."""
+    and only while `parent` (if any) admits them too.
+
+    `cause` names why it closes (reported by `WriteFenced.cause`); `deadline_cause`, when
+    its deadline passed rather than `close` (default: `cause`). `close(cause=...)` may
+    name the cause of that close.
+    """
 
     def __init__(
         self,
@@ -43,9 +56,14 @@ class WriteFence:
         reason: str = "the work was abandoned",
         parent: WriteFence | None = None,
         clock: Callable[[], float] = time.monotonic,
+        cause: str = "abandoned",
+        deadline_cause: str | None = None,
     ):
         self.deadline = deadline
         self.reason = reason
+        self.cause = cause
+        self.deadline_cause = deadline_cause or cause
+        self._closed_cause: str | None = None
         self.parent = parent
         self._clock = clock
         self._cond = threading.Condition()
@@ -62,8 +80,17 @@ class WriteFence:
         return self._in_flight
 
     def _own_closed(self) -> bool:
+        return self._closed or self._deadline_passed()
+
+    def _deadline_passed(self) -> bool:
         deadline = self.deadline
-        return self._closed or (deadline is not None and self._clock() >= deadline)
+        return deadline is not None and self._clock() >= deadline
+
+    def closed_cause(self) -> str:
+        """Why it refuses writes now (meaningful once closed)."""
+        if self._closed:
+            return self._closed_cause or self.cause
+        return self.deadline_cause if self._deadline_passed() else self.cause
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the fence closes (or `timeout`); True if closed. Long handlers can
@@ -76,12 +103,15 @@ class WriteFence:
             self._cond.wait_for(lambda: self._closed, max(0.0, limit))
             return self.closed
 
-    def close(self, timeout: float | None = None) -> bool:
+    def close(self, timeout: float | None = None, *, cause: str | None = None) -> bool:
         """Refuse further writes; wait up to `timeout` for writes on the wire to finish.
 
-        Returns False if one was still in flight at the timeout.
+        Returns False if one was still in flight at the timeout. `cause` (first close
+        only) is what a refused write reports; default the fence's `cause`.
         """
         with self._cond:
+            if not self._closed:
+                self._closed_cause = self.deadline_cause if self._deadline_passed() else cause
             self._closed = True
             self._cond.notify_all()
             return self._cond.wait_for(lambda: self._in_flight == 0, timeout)
@@ -107,7 +137,8 @@ class WriteFence:
     def _admit(self, method: str, path: str) -> None:
         with self._cond:
             if self._own_closed():
-                raise WriteFenced(f"{method} {path} not sent: {self.reason}")
+                cause = self.closed_cause()
+                raise WriteFenced(f"{method} {path} not sent: {self.reason}", cause)
             self._in_flight += 1
 
     def _release(self) -> None:

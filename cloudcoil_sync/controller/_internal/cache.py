@@ -2,7 +2,8 @@
 
 Models are built from the stored JSON on every read, so callers own what they get and can
 never change the cache. Reads refuse to answer from an informer that has not listed yet or
-that stopped with an error: an empty answer would look like "nothing exists".
+that stopped with an error: an empty answer would look like "nothing exists". An object the
+model rejects raises `InvalidObject` from `get` and is left out of `list` (logged once).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync.controller._internal.informer import Informer, InformerFailed
+from cloudcoil_sync.controller._internal.invalid import READS, InvalidObject, build
 
 __all__ = ["CachedResources", "InformerNotSynced", "LabelSelector"]
 
@@ -116,19 +118,28 @@ class CachedResources(Generic[U]):
             )
 
     def get(self, name: str, *, namespace: str | None = None) -> U | None:
-        """The cached object, or None (`namespace` defaults to the reader's)."""
+        """The cached object, or None (`namespace` defaults to the reader's); `InvalidObject`
+        if the stored object does not fit the model."""
         self._check()
         data = self._informer.store.get_json(namespace or self._namespace, name)
-        return None if data is None else self.resource.model_validate_json(data)
+        return None if data is None else build(self.resource, data)
 
     def list(self, *, namespace: str | None = None, label_selector: str | None = None) -> list[U]:
-        """Cached objects of `namespace` (default: the reader's; all when it has none)."""
+        """Cached objects of `namespace` (default: the reader's; all when it has none).
+
+        Objects the model rejects are left out (and logged once each): one bad object
+        must not fail every reader of its kind.
+        """
         self._check()
         selector = LabelSelector(label_selector) if label_selector else None
         found = []
         for obj in self._informer.store.list(namespace or self._namespace):
             if selector is None or selector.matches(_labels(obj)):
-                found.append(self.resource.model_validate(obj))
+                try:
+                    found.append(build(self.resource, obj))
+                except InvalidObject as error:
+                    where = f"cached({self.resource.__name__}).list()"
+                    READS.report(error, where, "left out of the list")
         return found
 
     def __len__(self) -> int:

@@ -21,6 +21,7 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.patches import json_diff
 from cloudcoil_sync.client._internal.errors import Conflict, NotFound
+from cloudcoil_sync.controller._internal.invalid import build
 from cloudcoil_sync.controller._internal.types import TerminalError
 
 if TYPE_CHECKING:
@@ -108,13 +109,13 @@ def ensure_child(request: Pass, desired: U) -> U:
         live = raw.get(name, namespace=namespace)
     except NotFound:
         body["metadata"]["ownerReferences"] = [controller_reference(parent)]
-        created: U = kind.model_validate(raw.create(body, namespace=namespace))
+        created: U = build(kind, raw.create(body, namespace=namespace))
         return created
     if not _controlled_by(live, metadata.uid):
         raise TerminalError(f"Refusing to adopt unrelated {kind.__name__} {name}")
     if (live.get("metadata") or {}).get("deletionTimestamp"):
         raise RuntimeError(f"{kind.__name__} {name} is being deleted; ensuring it again later")
-    updated: U = kind.model_validate(_update(raw, live, body, name=name, namespace=namespace))
+    updated: U = build(kind, _update(raw, live, body, name=name, namespace=namespace))
     return updated
 
 

@@ -139,6 +139,8 @@ class LeaderElection:
             -math.inf,
             reason=f"leadership of Lease {self.name} is not proven (renew deadline, loss or stop)",
             clock=lambda: self._clock(),
+            cause="shutdown",
+            deadline_cause="renew_deadline",
         )
         self._lock = threading.Condition()
         self._machine: LeaseMachine | None = None
@@ -357,7 +359,7 @@ class LeaderElection:
         return self._runner is None and (elector is None or not elector.alive)
 
     def _stop_elector(self, timeout: float | None, *, release: bool) -> bool:
-        self.fence.close(0)  # before the release: nothing fenced is admitted after it
+        self.fence.close(0, cause="shutdown")  # before the release: nothing fenced after it
         with self._lock:
             self._stopped = True  # a stopped election never starts (again)
             self._lock.notify_all()  # nor keeps a waiter for its start

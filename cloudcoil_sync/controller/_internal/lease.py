@@ -123,6 +123,8 @@ class LeaseMachine:
             reason=f"leadership of Lease {settings.name} is not proven "
             "(renew deadline, loss or stop)",
             clock=lambda: self.clock(),
+            cause="shutdown",
+            deadline_cause="renew_deadline",
         )
 
     # -- what it knows -----------------------------------------------------------------------
@@ -221,7 +223,8 @@ class LeaseMachine:
         with self.condition:
             if self._state == "leading":
                 self._state = "lost"
-                self.fence.close(0)  # no wait: writes on the wire finish, no new one admitted
+                # No wait: writes on the wire finish, no new one is admitted.
+                self.fence.close(0, cause="leadership_lost")
                 self.reason = reason
                 self.lost_at = self.clock()
                 logger.warning("Lost leadership of Lease %s: %s", self.settings.name, reason)
@@ -243,7 +246,7 @@ class LeaseMachine:
 
     def stop(self, *, release: bool = True) -> None:
         """No more attempts; ``release=False`` leaves the Lease to expire (work still runs)."""
-        self.fence.close(0)  # before a release: nothing fenced is admitted after it
+        self.fence.close(0, cause="shutdown")  # before a release: nothing fenced after it
         with self.condition:
             if not release:
                 self._held = False

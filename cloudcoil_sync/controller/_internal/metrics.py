@@ -87,6 +87,7 @@ class OperatorMetrics:
     def __init__(self) -> None:
         self.registry: CollectorRegistry = _Registry(auto_describe=True)
         self._reconcile_metrics(self.registry)
+        self._problem_metrics(self.registry)
         self._queue_metrics(self.registry)
         self._webhook_metrics(self.registry)
         self._status_metrics(self.registry)
@@ -135,6 +136,29 @@ class OperatorMetrics:
         self.active_workers = Gauge(
             "controller_runtime_active_workers",
             "Number of currently used workers per controller",
+            controller,
+            registry=r,
+        )
+
+    def _problem_metrics(self, r: CollectorRegistry) -> None:
+        """What controller-runtime does not count: rejected objects, fences, mappers."""
+        controller = ["controller"]
+        self.invalid_objects = Counter(
+            "cloudcoil_invalid_objects_total",
+            "Objects the model rejected, per controller and where they were read (pass, mapper)",
+            ["controller", "source"],
+            registry=r,
+        )
+        self.fenced_passes = Counter(
+            "cloudcoil_fenced_passes_total",
+            "Passes whose writes a closed write fence refused, per controller and cause "
+            "(timeout, renew_deadline, leadership_lost, shutdown)",
+            ["controller", "cause"],
+            registry=r,
+        )
+        self.mapper_errors = Counter(
+            "cloudcoil_mapper_errors_total",
+            "Watch mapper calls that raised (the event was dropped), per controller",
             controller,
             registry=r,
         )
@@ -313,6 +337,17 @@ class ControllerMetrics:
 
     def timed_out(self) -> None:
         self._timeouts.inc()
+
+    def invalid(self, source: str) -> None:
+        """An object the model rejects, read by a pass or a mapper."""
+        self._metrics.invalid_objects.labels(controller=self.name, source=source).inc()
+
+    def fenced(self, cause: str) -> None:
+        """A pass's write refused by a closed fence (not a reconcile_timeout: `timed_out`)."""
+        self._metrics.fenced_passes.labels(controller=self.name, cause=cause).inc()
+
+    def mapper_failed(self) -> None:
+        self._metrics.mapper_errors.labels(controller=self.name).inc()
 
     def worker_started(self) -> None:
         self._active.inc()

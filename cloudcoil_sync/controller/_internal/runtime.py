@@ -9,10 +9,12 @@ stops it in `stop()`.
 
 Events become keys on the informer threads: primary events key themselves (status-only
 updates are ignored unless `status_updates`), owned children key their controller-owner,
-watched dependencies key what the mapper returns (a mapper exception is fatal). A pass runs
-the finalizer step, the controller's handlers, then stages its status onto what the handler
-returned; the worker persists it; failures report status through `PassHooks`; queued
-Events are flushed once the pass has settled.
+watched dependencies key what the mapper returns (`mapping`: mappers run once the caches
+synced; a mapper exception is logged and the event dropped). A pass runs the finalizer
+step, the controller's handlers, then stages its status onto what the handler returned; the
+worker persists it; failures report status through `PassHooks`; queued Events are flushed
+once the pass has settled. A primary the model rejects is reported on the object
+(`invalid`) and not retried until it changes; a pass abandoned at reconcile_timeout is too.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from cloudcoil.resources import Resource
 
-from cloudcoil_sync._internal.callables import function_name
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.client._internal.fence import WriteFence, WriteFenced, fenced
 from cloudcoil_sync.client._internal.fence import current as current_fence
+from cloudcoil_sync.controller._internal import invalid as rejects
 from cloudcoil_sync.controller._internal.cache import CachedResources
 from cloudcoil_sync.controller._internal.children import prune_children
 from cloudcoil_sync.controller._internal.context import Request
@@ -37,18 +39,19 @@ from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.finalizers import Step, finalizer_step
 from cloudcoil_sync.controller._internal.informer import Informer
 from cloudcoil_sync.controller._internal.informer_pool import InformerPool
+from cloudcoil_sync.controller._internal.mapping import MappedEvents
 from cloudcoil_sync.controller._internal.metrics import ControllerStatus, OperatorMetrics
 from cloudcoil_sync.controller._internal.queue import WorkQueue
 from cloudcoil_sync.controller._internal.reporting import report_failure
+from cloudcoil_sync.controller._internal.store import decode
 from cloudcoil_sync.controller._internal.term import Term
 from cloudcoil_sync.controller._internal.triggers import (
-    mapped_keys,
     owner_keys,
     primary_key,
     status_only_change,
 )
 from cloudcoil_sync.controller._internal.types import ResourceKey, Result, Wait, interpret
-from cloudcoil_sync.controller._internal.worker import PassRunner, PassTimedOut
+from cloudcoil_sync.controller._internal.worker import PassFenced, PassRunner, PassTimedOut
 from cloudcoil_sync.controller._internal.worker_pool import WorkerPool
 
 if TYPE_CHECKING:
@@ -86,8 +89,8 @@ class ControllerRuntime:
         """Attach to `controller` and register informer handlers (no I/O, no threads).
 
         `name` is the metric/log name (default: the controller's name or its kind in lower
-        case); `on_fatal` is called once, from the failing thread, when an informer dies
-        or a watch mapper raises. `base_delay`/`max_delay` tune the retry backoff. `term`
+        case); `on_fatal` is called once, from the failing thread, when an informer
+        dies. `base_delay`/`max_delay` tune the retry backoff. `term`
         (shared by a Manager's runtimes) decides when passes may start and fences their
         writes; without one the runtime has its own, closed by `stop()`. `shard` (a sharded
         replica's) narrows the primary and owned informers to its share and answers drains.
@@ -103,10 +106,7 @@ class ControllerRuntime:
         self._on_fatal = on_fatal
         self._lock = threading.Lock()
         self._fatal: BaseException | None = None
-        self._started = False
-        self._running = False
-        self._stopping = False
-        self._stopped = False
+        self._started = self._running = self._stopping = self._stopped = False
         self._passes: dict[ResourceKey, Request[Any]] = {}
         self._owns_term = term is None
         self.term = term if term is not None else Term()
@@ -123,6 +123,7 @@ class ControllerRuntime:
         self._informers: dict[type[Resource], Informer] = {}
         self._all: list[Informer] = []
         self._shard = shard
+        self._mapped = MappedEvents(self.log, self._add, self._metrics)
         self.primary = self._wire_informers()
         self._pruned = controller.pruned
         self.recorder = recorder_for(controller.events, controller.reporting_controller, config)
@@ -164,12 +165,14 @@ class ControllerRuntime:
             )
         for watched in controller.watches:
             dependency = self._informer(watched.resource, scope, None)
-            handler = self._mapping_handler(watched.resource, watched.mapper)
+            handler = self._mapped.handler(watched.resource, watched.mapper)
             dependency.add_handler(on_add=handler, on_update=handler, on_delete=handler)
         return primary
 
     def _pass_machinery(self) -> tuple[PassRunner[Any], WorkerPool]:
         """The pass runner (handlers, persistence, hooks) and the worker threads running it."""
+        where = f"Controller {self.name}"
+        self._marks = rejects.Marks(self._client, self.recorder, self.controller, where, self.log)
         runner: PassRunner[Any] = PassRunner(
             self.controller.resource,
             self._handle,
@@ -248,27 +251,6 @@ class ControllerRuntime:
         for key in keys:
             self._add(key)
 
-    def _mapping_handler(
-        self, resource: type[Resource], mapper: Callable[[Any], Any]
-    ) -> Callable[..., None]:
-        label = function_name(mapper)
-
-        def handle(obj: JSON, new: JSON | None = None) -> None:
-            if self._fatal is not None:
-                return
-            try:
-                keys: set[ResourceKey] = set()
-                for item in (obj, new) if new is not None else (obj,):
-                    keys.update(mapped_keys(mapper, resource.model_validate(item), name=label))
-            except Exception as error:
-                self.log.error("Watch mapper %s raised; stopping the controller", label)
-                self._fail(error)
-                return
-            for key in keys:
-                self._add(key)
-
-        return handle
-
     def _fail(self, error: BaseException) -> None:
         with self._lock:
             if self._fatal is not None:
@@ -288,6 +270,8 @@ class ControllerRuntime:
         shard = self._shard
         if shard is not None and working is not None and shard.release(self._client, working):
             return None  # drained: the object's next shard reconciles it
+        if working is not None:
+            self._marks.reports.forget(self._mapping.kind, key.namespace, key.name)
         request: Request[Any] = Request(key, working, self, source=self._source(key, working))
         with self._lock:
             self._passes[key] = request
@@ -301,7 +285,9 @@ class ControllerRuntime:
             try:
                 value = self._run(request)
             except WriteFenced as error:
-                raise PassTimedOut("The reconcile pass outlived reconcile_timeout") from error
+                if error.cause == "timeout":
+                    raise PassTimedOut("The reconcile pass outlived reconcile_timeout") from error
+                raise PassFenced(str(error), error.cause) from error
         request.completed = True
         return value
 
@@ -351,6 +337,14 @@ class ControllerRuntime:
             return None
         applied: Resource | None = request.apply_status(snapshot.model_copy(deep=True))
         return applied
+
+    def invalid(self, key: ResourceKey, data: bytes, error: rejects.InvalidObject) -> None:
+        self.term.check()  # as any pass: not once stopping or fenced
+        self._marks.invalid(decode(data), error)
+
+    def abandoned(self, key: ResourceKey, data: bytes | None, seconds: float) -> None:
+        if data is not None:
+            self._marks.timed_out(decode(data), self.controller.reconcile_timeout or seconds)
 
     def settled(self, key: ResourceKey, succeeded: bool) -> None:
         """Flush the pass's queued Events within `event_flush_timeout`."""
@@ -410,6 +404,7 @@ class ControllerRuntime:
             if self._running or self._stopping:
                 return
             self._running = True
+        self._mapped.open()  # every cache a mapper may read has listed
         self.workers.start()
         self.log.info("Controller %s is ready", self.name)
 
@@ -475,7 +470,7 @@ class ControllerRuntime:
             self.queue.shutdown(immediate=True)
         if self._owns_term:
             self.term.end()
-            self.term.fence.close(0)  # abandoned passes write nothing more
+            self.term.fence.close(0, cause="shutdown")  # abandoned passes write nothing more
         if self._owns_pool:
             self._pool.stop(timeout=limit)
         return finished

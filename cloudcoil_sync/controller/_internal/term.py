@@ -84,7 +84,11 @@ class Term:
         fence: WriteFence | None = None,
         stops: Sequence[threading.Event] = (),
     ) -> None:
-        self.fence = fence if fence is not None else WriteFence(reason="the controllers stopped")
+        self.fence = (
+            fence
+            if fence is not None
+            else WriteFence(reason="the controllers stopped", cause="shutdown")
+        )
         self._stops = tuple(stops)
         self._ended = False
 
@@ -134,7 +138,7 @@ class Term:
                     "their writes fenced",
                     runtime.name,
                 )
-        if not self.fence.close(grace):
+        if not self.fence.close(grace, cause="shutdown"):
             log.error("A write was still on the wire %gs after the write fence closed", grace)
             return False
         return True

@@ -32,6 +32,7 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync.client._internal.api import ResourceClient
 from cloudcoil_sync.client._internal.errors import APIError, Conflict, TransportError
 from cloudcoil_sync.client._internal.fence import WriteFence
+from cloudcoil_sync.controller._internal.invalid import InvalidObject, build
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.persist import persist, status_only, written_paths
 from cloudcoil_sync.controller._internal.queue import WorkQueue
@@ -45,6 +46,7 @@ __all__ = [
     "Handler",
     "Outcome",
     "PassDeadline",
+    "PassFenced",
     "PassHooks",
     "PassRunner",
 ]
@@ -74,6 +76,12 @@ class PassHooks(Protocol):
     def settled(self, key: ResourceKey, succeeded: bool) -> None:
         """After persistence (flush queued Events, forget per-pass state)."""
 
+    def invalid(self, key: ResourceKey, data: bytes, error: InvalidObject) -> None:
+        """The stored object does not fit the model: say so on it (raises to retry)."""
+
+    def abandoned(self, key: ResourceKey, data: bytes | None, seconds: float) -> None:
+        """A pass outlived reconcile_timeout: say so on the object (best effort)."""
+
 
 class _NoHooks:
     def failed(
@@ -82,6 +90,12 @@ class _NoHooks:
         return None
 
     def settled(self, key: ResourceKey, succeeded: bool) -> None:
+        pass
+
+    def invalid(self, key: ResourceKey, data: bytes, error: InvalidObject) -> None:
+        logging.getLogger("cloudcoil_sync.controller").warning("%s; not reconciled", error)
+
+    def abandoned(self, key: ResourceKey, data: bytes | None, seconds: float) -> None:
         pass
 
 
@@ -107,13 +121,22 @@ class PassDeadline:
     started: float
     key: Any = None
     expired: threading.Event = field(default_factory=threading.Event)
-    fence: WriteFence = field(default_factory=lambda: WriteFence(reason=ABANDONED))
+    fence: WriteFence = field(default_factory=lambda: WriteFence(reason=ABANDONED, cause="timeout"))
     abandoned: bool = False
     finished: bool = False
 
 
 class PassTimedOut(TimeoutError):
     """The pass outlived `reconcile_timeout`; whatever it returned was not written."""
+
+
+class PassFenced(RuntimeError):
+    """A write of the pass was refused for another cause than its own timeout: the term's
+    fence closed (`cause`: renew_deadline, leadership_lost, shutdown)."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class PassRunner(Generic[T]):
@@ -143,7 +166,7 @@ class PassRunner(Generic[T]):
         self._lock = threading.Lock()
         # key -> resourceVersion our last write replaced: a snapshot still at it is stale.
         self._superseded: dict[ResourceKey, tuple[str, float]] = {}
-        self.counts = {"success": 0, "error": 0, "terminal": 0, "cancelled": 0}
+        self.counts = {"success": 0, "error": 0, "terminal": 0, "cancelled": 0, "invalid": 0}
         self.duration = 0.0
         self.writes = 0
 
@@ -152,7 +175,11 @@ class PassRunner(Generic[T]):
         started = time.monotonic()
         found = self._lookup(key)
         data = found if found is None or isinstance(found, bytes) else encode(found)
-        snapshot = self.resource.model_validate_json(data) if data is not None else None
+        try:
+            snapshot = build(self.resource, data) if data is not None else None
+        except InvalidObject as error:
+            assert data is not None
+            return self._rejected(key, data, error)
         if snapshot is not None and self._is_stale(key, snapshot):
             self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
             self._log.debug("Pass for %s skipped: the cache still shows our last write's base", key)
@@ -183,10 +210,36 @@ class PassRunner(Generic[T]):
         return outcome
 
     def abandon(self, key: ResourceKey, seconds: float) -> None:
-        """Settle a pass the pool gave up on: an error, retried with backoff."""
+        """Settle a pass the pool gave up on: an error, retried with backoff, and said on
+        the object (`Ready=False`, `ReconcileTimedOut`, a Warning Event)."""
         self._log.error("Reconcile of %s timed out after %.1fs; abandoned, retrying", key, seconds)
         self._queue.retry(key)
         self._record(Outcome("error", error=PassTimedOut()), seconds)
+        found = self._lookup(key)
+        data = found if found is None or isinstance(found, bytes) else encode(found)
+        try:
+            self._hooks.abandoned(key, data, seconds)
+        except Exception as error:
+            self._log.warning("Reporting the timeout of %s on the object failed: %s", key, error)
+
+    def _rejected(self, key: ResourceKey, data: bytes, error: InvalidObject) -> Outcome:
+        """The stored object does not fit the model: reported on it, and looked at again
+        only when it changes (no backoff loop: retrying cannot fix it)."""
+        try:
+            self._hooks.invalid(key, data, error)
+        except PassRefused:
+            self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
+            return Outcome("skipped")
+        except Exception as report_error:  # the report itself is retried
+            self._log.warning("Reporting the invalid object %s failed: %s", key, report_error)
+            self._queue.retry(key)
+            return Outcome("invalid", error=error)
+        self._queue.forget(key)
+        with self._lock:
+            self.counts["invalid"] += 1
+        if self._metrics is not None:
+            self._metrics.invalid("pass")
+        return Outcome("invalid", error=error)
 
     def stats(self) -> tuple[dict[str, int], float, int]:
         """(pass counts by outcome, total pass seconds, writes): a consistent copy.
@@ -266,6 +319,14 @@ class PassRunner(Generic[T]):
     ) -> Outcome:
         if isinstance(error, PassTimedOut):
             self._log.error("Reconcile of %s timed out; its result was discarded", key)
+        elif isinstance(error, PassFenced):
+            self._log.warning("Reconcile of %s stopped writing (%s): %s", key, error.cause, error)
+            if self._metrics is not None:
+                self._metrics.fenced(error.cause)
+            self._queue.retry(key)  # its failure cannot be written either
+            return Outcome("error", error=error)
+        elif isinstance(error, InvalidObject):
+            self._log.warning("Reconcile of %s failed: %s", key, error)
         elif terminal:
             self._log.error("Reconcile of %s failed terminally: %s", key, error)
         elif isinstance(error, Conflict):

@@ -147,7 +147,7 @@ class WorkerPool:
                     key = self._queue.get()
                 except QueueClosed:
                     return
-                fence = WriteFence(reason=ABANDONED, parent=self._fence)
+                fence = WriteFence(reason=ABANDONED, parent=self._fence, cause="timeout")
                 deadline = PassDeadline(time.monotonic(), key=key, fence=fence)
                 self._begin(me, deadline)
                 if self._metrics is not None:
@@ -209,7 +209,8 @@ class WorkerPool:
                 logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
                     "A write of the abandoned pass of %s is still in flight", deadline.key
                 )
-            self._runner.abandon(deadline.key, time.monotonic() - deadline.started)
+            with fenced(self._fence):  # its report on the object: leader-scope writes
+                self._runner.abandon(deadline.key, time.monotonic() - deadline.started)
             self._queue.done(deadline.key)
             if self._metrics is not None:
                 self._metrics.worker_finished()
