@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from typing import Any
 
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.client import Config, WriteFenced
 from cloudcoil_sync.client._internal import fence as write_fence
+from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller import Context, Controller
+from cloudcoil_sync.controller._internal.term import Term
 from cloudcoil_sync.testing import Emulator
 
-from .conftest import Calls, Harness
+from .conftest import Calls, Harness, Widget, conditions, create_widget
 
 LIMIT = 0.5
 
@@ -119,3 +123,111 @@ def test_a_hung_pass_is_counted_as_an_error_at_the_timeout(
         assert 'controller_runtime_active_workers{controller="counted"} 0.0' in text
     finally:
         release.set()
+
+
+class Records(logging.Handler):
+    """Log records of one logger tree, waited on with a timeout (no sleeps)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen = threading.Condition()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self.seen:
+            self.records.append(record)
+            self.seen.notify_all()
+
+    def wait(self, text: str, timeout: float = 10.0) -> list[logging.LogRecord]:
+        def matching() -> list[logging.LogRecord]:
+            return [r for r in self.records if text in r.getMessage()]
+
+        with self.seen:
+            self.seen.wait_for(lambda: bool(matching()), timeout)
+            return matching()
+
+
+def test_a_pass_past_its_timeout_is_visible_on_the_object(
+    kube_emulator: Emulator, widgets: Config, harness: Harness
+) -> None:
+    release, calls = threading.Event(), Calls()
+    controller: Controller[Widget] = Controller(Widget, reconcile_timeout=LIMIT)
+
+    @controller.stage(condition="Sized")
+    def sized(item: Widget) -> None:
+        if calls.hit(item.name or "") == 1:
+            release.wait(30)
+
+    harness.run(controller, name="visible")
+    create_widget(widgets, "w")
+
+    def ready() -> dict[str, Any]:
+        found = kube_emulator.get_object("example.com", "widgets", "default", "w") or {}
+        return conditions(found).get("Ready", {})
+
+    assert kube_emulator.wait_for(lambda: ready().get("reason") == "ReconcileTimedOut", 10)
+    assert ready()["status"] == "False" and f"({LIMIT:g}s)" in ready()["message"]
+
+    def warned() -> bool:
+        events = kube_emulator.list_objects("events.k8s.io", "events", "default")
+        return any(e["reason"] == "ReconcileTimedOut" and e["type"] == "Warning" for e in events)
+
+    try:
+        assert kube_emulator.wait_for(warned, 10)
+    finally:
+        release.set()  # the retry completes: Ready again
+    assert kube_emulator.wait_for(lambda: ready().get("status") == "True", 10)
+
+
+def test_a_slow_pass_is_logged_once_with_its_stack(kube_config: Config, harness: Harness) -> None:
+    records = Records()
+    logger = logging.getLogger("cloudcoil_sync.controller.sluggish")
+    logger.addHandler(records)
+    release = threading.Event()
+    controller: Controller[ConfigMap] = Controller(ConfigMap, slow_pass_warning=0.2)
+
+    @controller.reconcile()
+    def stuck_in_here(cm: ConfigMap) -> None:
+        release.wait(30)
+
+    try:
+        runtime = harness.run(controller, name="sluggish")
+        kube_config.client(ConfigMap).raw.create({"metadata": {"name": "slow"}})
+        (warning,) = records.wait("has been running for")
+        release.set()
+        assert runtime.queue.join(10)
+    finally:
+        release.set()
+        logger.removeHandler(records)
+    assert warning.levelno == logging.WARNING
+    text = warning.getMessage()
+    assert "default/slow" in text and "stuck_in_here" in text  # where the pass is blocked
+    assert len(records.wait("has been running for")) == 1
+
+
+def test_fence_causes_are_reported_as_what_they_are(
+    kube_config: Config, harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    lease = WriteFence(cause="shutdown", deadline_cause="renew_deadline")
+    started, go = threading.Event(), threading.Event()
+    controller: Controller[ConfigMap] = Controller(ConfigMap)
+
+    @controller.reconcile()
+    def write(cm: ConfigMap) -> ConfigMap:
+        started.set()
+        go.wait(30)
+        cm.data = {"managed": "yes"}
+        return cm
+
+    harness.run(controller, name="fenced", term=Term(lease))
+    kube_config.client(ConfigMap).raw.create({"metadata": {"name": "x"}})
+    assert started.wait(10)
+    lease.deadline = time.monotonic() - 1  # the Lease's renew deadline passed mid-pass
+    records = Records()
+    logging.getLogger("cloudcoil_sync.controller.fenced").addHandler(records)
+    go.set()
+    (line,) = records.wait("stopped writing")
+    assert "(renew_deadline)" in line.getMessage() and "timed out" not in line.getMessage()
+    text = harness.metrics.render().decode()
+    assert 'cloudcoil_fenced_passes_total{cause="renew_deadline",controller="fenced"} 1.0' in text
+    assert 'controller_runtime_reconcile_timeouts_total{controller="fenced"} 0.0' in text

@@ -166,6 +166,7 @@ class Controller(Generic[T]):
         events: bool | EventRecorder = True,
         status_updates: bool | None = None,
         event_flush_timeout: float = 2,
+        slow_pass_warning: float | None = 30,
     ) -> None:
         install_for_script()
         _check_types(resource, reconcile, label_selector, events, status_updates)
@@ -180,13 +181,11 @@ class Controller(Generic[T]):
                 "shutdown_timeout": shutdown_timeout,
                 "reconcile_timeout": reconcile_timeout,
                 "event_flush_timeout": event_flush_timeout,
+                "slow_pass_warning": slow_pass_warning,
             },
         )
-        self.resource = resource
-        self.name = name
-        self.reconciler = reconcile
-        self.config = config
-        self.namespace = namespace
+        self.resource, self.name, self.reconciler = resource, name, reconcile
+        self.config, self.namespace = config, namespace
         self.all_namespaces = bool(all_namespaces)
         self.label_selector = label_selector
         self.workers = workers
@@ -195,6 +194,8 @@ class Controller(Generic[T]):
         self.shutdown_timeout = float(shutdown_timeout)
         self.reconcile_timeout = None if reconcile_timeout is None else float(reconcile_timeout)
         self.event_flush_timeout = float(event_flush_timeout)
+        # A pass running this long is logged once with its stack (None: never).
+        self.slow_pass_warning = None if slow_pass_warning is None else float(slow_pass_warning)
         self.events = events
         self.registry: Registry[T] = Registry(resource, report_status)
         self.report_status = self.registry.report_status

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.service import ExitCallback
-from cloudcoil_sync.client._internal.fence import WriteFence, WriteFenced, fenced
+from cloudcoil_sync.client._internal.fence import WriteFence, fenced
 from cloudcoil_sync.client._internal.fence import current as current_fence
 from cloudcoil_sync.controller._internal import invalid as rejects
 from cloudcoil_sync.controller._internal.cache import CachedResources
@@ -51,7 +51,7 @@ from cloudcoil_sync.controller._internal.triggers import (
     status_only_change,
 )
 from cloudcoil_sync.controller._internal.types import ResourceKey, Result, Wait, interpret
-from cloudcoil_sync.controller._internal.worker import PassFenced, PassRunner, PassTimedOut
+from cloudcoil_sync.controller._internal.worker import PassRunner, PassTimedOut
 from cloudcoil_sync.controller._internal.worker_pool import WorkerPool
 
 if TYPE_CHECKING:
@@ -188,6 +188,7 @@ class ControllerRuntime:
             self.queue,
             workers=self.controller.workers,
             reconcile_timeout=self.controller.reconcile_timeout,
+            slow_pass_warning=self.controller.slow_pass_warning,
             metrics=self._metrics,
             fence=self.term.fence,
         )
@@ -280,14 +281,9 @@ class ControllerRuntime:
         # the worker set around the whole pass (closed when it abandons it) takes precedence.
         guard = current_fence()
         if guard is None and limit is not None:
-            guard = WriteFence(time.monotonic() + limit, reason=_LATE)
+            guard = WriteFence(time.monotonic() + limit, reason=_LATE, cause="timeout")
         with request.running(), fenced(guard):
-            try:
-                value = self._run(request)
-            except WriteFenced as error:
-                if error.cause == "timeout":
-                    raise PassTimedOut("The reconcile pass outlived reconcile_timeout") from error
-                raise PassFenced(str(error), error.cause) from error
+            value = self._run(request)  # a WriteFenced is told apart by the worker (its cause)
         request.completed = True
         return value
 

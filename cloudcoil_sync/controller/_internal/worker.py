@@ -31,7 +31,7 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync.client._internal.api import ResourceClient
 from cloudcoil_sync.client._internal.errors import APIError, Conflict, TransportError
-from cloudcoil_sync.client._internal.fence import WriteFence
+from cloudcoil_sync.client._internal.fence import WriteFence, WriteFenced
 from cloudcoil_sync.controller._internal.invalid import InvalidObject, build
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.persist import persist, status_only, written_paths
@@ -193,10 +193,12 @@ class PassRunner(Generic[T]):
             # key comes back later unless the queue is closed by then.
             self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
             return Outcome("skipped")
-        except Exception as error:
+        except Exception as raised:
             if deadline is not None and deadline.abandoned:
-                return Outcome("cancelled", error=error)  # the pool settled the key
-            outcome = self._failed(key, snapshot, error, terminal=isinstance(error, TerminalError))
+                return Outcome("cancelled", error=raised)  # the pool settled the key
+            failure = _classified(raised)
+            terminal = isinstance(failure, TerminalError)
+            outcome = self._failed(key, snapshot, failure, terminal=terminal)
         if deadline is not None and deadline.abandoned:
             return outcome  # its write (if any) began before the timeout; the pool settled
         seconds = time.monotonic() - started
@@ -421,3 +423,16 @@ def _describe(outcome: Outcome, seconds: float, absent: bool) -> str:
 def _check_deadline(deadline: PassDeadline | None) -> None:
     if deadline is not None and deadline.expired.is_set():
         raise PassTimedOut("The reconcile pass outlived reconcile_timeout")
+
+
+def _classified(error: Exception) -> Exception:
+    """A refused write as its cause: `PassTimedOut` (reconcile_timeout) or `PassFenced`."""
+    if not isinstance(error, WriteFenced):
+        return error
+    if error.cause == "timeout":
+        timed_out = PassTimedOut("The reconcile pass outlived reconcile_timeout")
+        timed_out.__cause__ = error
+        return timed_out
+    fenced = PassFenced(str(error), error.cause)
+    fenced.__cause__ = error
+    return fenced

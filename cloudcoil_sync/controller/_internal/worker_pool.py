@@ -1,12 +1,20 @@
 """`WorkerPool`: the worker threads of one controller, and the watchdog that abandons a
 pass outliving `reconcile_timeout` (its fence closed, its key released, its thread
-replaced; see `worker` for what a pass does)."""
+replaced; see `worker` for what a pass does) and logs, once, with its stack, a pass running
+longer than `slow_pass_warning`.
+
+Passes in flight are noted in a plain dict (no lock: the pass path takes none without a
+reconcile_timeout), so the watchdog cannot be told of a new pass: for slow passes it looks
+every `slow_pass_warning / 2` seconds, and a slow pass is logged between 1 and 1.5 times
+that threshold after it started."""
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
+import traceback
 from typing import Any
 
 from cloudcoil_sync._internal.service import ExitCallback
@@ -36,6 +44,7 @@ class WorkerPool:
         reconcile_timeout: float | None = None,
         metrics: ControllerMetrics | None = None,
         fence: WriteFence | None = None,
+        slow_pass_warning: float | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be a positive integer")
@@ -43,6 +52,9 @@ class WorkerPool:
         self._queue = queue
         self._workers = workers
         self._timeout = reconcile_timeout
+        self._slow = slow_pass_warning
+        self._running: dict[threading.Thread, tuple[Any, float]] = {}  # passes in flight
+        self._warned: set[tuple[threading.Thread, float]] = set()
         self._metrics = metrics
         self._fence = fence  # the term's: parent of every pass's fence
         self._name = runner.name
@@ -75,7 +87,7 @@ class WorkerPool:
             self._started = True
             for _ in range(self._workers):
                 self._spawn()
-            if self._timeout is not None:
+            if self._timeout is not None or self._slow is not None:
                 self._watchdog = threading.Thread(
                     target=self._watch, name=f"{self._name}-watchdog", daemon=True
                 )
@@ -152,6 +164,7 @@ class WorkerPool:
                 self._begin(me, deadline)
                 if self._metrics is not None:
                     self._metrics.worker_started()
+                self._running[me] = (key, deadline.started)
                 try:
                     with fenced(deadline.fence):
                         self._runner.process(key, deadline)
@@ -162,6 +175,7 @@ class WorkerPool:
                     if not deadline.abandoned:
                         self._queue.retry(key)
                 finally:
+                    self._running.pop(me, None)
                     if self._finish(me, deadline):  # else the watchdog's release settles the key
                         self._queue.done(key)
                         if self._metrics is not None:
@@ -228,36 +242,68 @@ class WorkerPool:
         releaser.start()
 
     def _watch(self) -> None:
-        """Mark passes that outlive the timeout and replace their threads."""
-        assert self._timeout is not None
-        limit = self._timeout
+        """Abandon passes that outlive the timeout; log slow ones once."""
         with self._lock:
             while not self._stopping:
                 now = time.monotonic()
-                next_check: float | None = None
-                for thread, deadline in list(self._active.items()):
-                    if deadline.expired.is_set():
-                        continue
-                    due = deadline.started + limit
-                    if due <= now:
-                        deadline.expired.set()
-                        self._retired.add(thread)
-                        if not deadline.finished:
-                            deadline.abandoned = True
-                            del self._active[thread]
-                            self._start_release(deadline)
-                        # Keep the pool's capacity while the pass is stuck, within a bound:
-                        # at most as many stuck threads as workers.
-                        if len(self._threads) < 2 * self._workers:
-                            self._spawn()
-                        else:
-                            logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
-                                "%d reconcile passes are stuck; not adding more threads",
-                                len(self._retired & self._threads),
-                            )
-                    elif next_check is None or due < next_check:
-                        next_check = due
-                self._lock.wait(None if next_check is None else next_check - now)
+                dues = [self._abandon_expired(now), self._warn_slow(now)]
+                due = min((d for d in dues if d is not None), default=None)
+                self._lock.wait(None if due is None else max(0.0, due - now))
+
+    def _abandon_expired(self, now: float) -> float | None:
+        """Mark passes past the timeout and replace their threads; the next due time."""
+        if self._timeout is None:
+            return None
+        limit = self._timeout
+        next_check: float | None = None
+        for thread, deadline in list(self._active.items()):
+            if deadline.expired.is_set():
+                continue
+            due = deadline.started + limit
+            if due <= now:
+                deadline.expired.set()
+                self._retired.add(thread)
+                if not deadline.finished:
+                    deadline.abandoned = True
+                    del self._active[thread]
+                    self._start_release(deadline)
+                # Keep the pool's capacity while the pass is stuck, within a bound:
+                # at most as many stuck threads as workers.
+                if len(self._threads) < 2 * self._workers:
+                    self._spawn()
+                else:
+                    logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
+                        "%d reconcile passes are stuck; not adding more threads",
+                        len(self._retired & self._threads),
+                    )
+            elif next_check is None or due < next_check:
+                next_check = due
+        return next_check
+
+    def _warn_slow(self, now: float) -> float | None:
+        """Log each pass running past `slow_pass_warning` once, with where it is."""
+        if self._slow is None:
+            return None
+        running = self._running.copy()  # atomic: the workers change it without a lock
+        self._warned &= {(thread, started) for thread, (_, started) in running.items()}
+        next_check = now + self._slow / 2
+        for thread, (key, started) in running.items():
+            if (thread, started) in self._warned:
+                continue
+            if now - started < self._slow:
+                next_check = min(next_check, started + self._slow)
+                continue
+            self._warned.add((thread, started))
+            frame = sys._current_frames().get(thread.ident or 0)
+            stack = "".join(traceback.format_stack(frame)) if frame is not None else "?"
+            logging.getLogger(f"cloudcoil_sync.controller.{self._name}").warning(
+                "Reconcile of %s has been running for %.0fs (slow_pass_warning %gs), in:\n%s",
+                key,
+                now - started,
+                self._slow,
+                stack.rstrip(),
+            )
+        return next_check
 
 
 def _left(give_up: float | None) -> float | None:
