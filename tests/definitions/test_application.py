@@ -293,3 +293,36 @@ def test_serving_webhook_can_be_passed_as_admission():
         assert [r.path for r in app.routes] == ["/validate/deployments", "/validate/configmaps"]
     finally:
         served.close()
+
+
+def test_two_controllers_for_one_kind_are_refused_naming_both():
+    app = Application("widgets", namespace="ops")
+    first = app.controller(Widget, name="sizes")
+    second = app.controller(Widget, name="labels")
+    for controller in (first, second):
+        controller.reconcile()(lambda widget: None)
+    with pytest.raises(
+        ValueError, match="'sizes' \\(Widget\\) and controller 'labels' \\(Widget\\)"
+    ):
+        app.validate_definition()
+    with pytest.raises(ValueError, match="Two controllers reconcile the same Widget objects"):
+        app.manifests()
+
+
+def test_controllers_of_one_kind_with_disjoint_scopes_are_accepted():
+    app = Application("widgets", namespace="ops")
+    scoped = (
+        {"label_selector": "tier=a"},
+        {"label_selector": "tier in (b, c)"},
+        {"label_selector": "tier notin (a, b, c)", "namespace": "ops"},
+        {"namespace": "elsewhere"},
+    )
+    for options in scoped:
+        app.controller(Widget, **options).reconcile()(lambda widget: None)
+    app.validate_definition()
+    # Explicitly the operator's namespace is the default one: the same objects.
+    clash = Application("clash", namespace="ops")
+    clash.controller(Widget).reconcile()(lambda widget: None)
+    clash.controller(Widget, namespace="ops").reconcile()(lambda widget: None)
+    with pytest.raises(ValueError, match="Two controllers"):
+        clash.validate_definition()

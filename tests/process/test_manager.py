@@ -80,22 +80,43 @@ def test_definition_checks() -> None:
     with pytest.raises(ValueError, match="distinct metric names"):
         Manager(Controller(ConfigMap, name="same"), Controller(Secret, name="same"))
     # Unnamed controllers get <kind>-<position>.
-    assert Manager(Controller(ConfigMap), Controller(ConfigMap)).names == (
-        "configmap-1",
-        "configmap-2",
+    assert Manager(Controller(ConfigMap), Controller(Secret)).names == ("configmap-1", "secret-2")
+    # Two controllers of one kind whose objects may overlap would run concurrent passes.
+    with pytest.raises(ValueError, match=r"unnamed ConfigMap controller #1 and .* #2"):
+        Manager(Controller(ConfigMap), Controller(ConfigMap))
+    Manager(  # disjoint scopes are fine
+        Controller(ConfigMap, label_selector="tier=a"),
+        Controller(ConfigMap, label_selector="tier=b"),
+        Controller(ConfigMap, namespace="other"),
     )
 
 
 def test_shared_informer_metrics_and_run_once(kube_emulator: Emulator, kube_config: Config) -> None:
     calls = Calls()
-    first, second = labelled(calls, "first"), labelled(calls, "second")
+    first: Controller[ConfigMap] = Controller(ConfigMap, name="first")
+    second: Controller[Secret] = Controller(Secret, name="second")
+
+    @first.reconcile()
+    def reconcile(config: ConfigMap) -> None:
+        calls.add(("first", config.name))
+
+    @second.watch(ConfigMap)  # the same view as `first`'s primary informer
+    def note(config: ConfigMap) -> list[ResourceKey]:
+        calls.add(("second", config.name))
+        return []
+
+    @second.reconcile()
+    def ignore(secret: Secret) -> None:
+        pass
+
     manager = Manager(first, second, config=kube_config)
     assert not manager.ready and not manager.healthy() and manager.informer_count == 0
     running = ManagerThread(manager)
     try:
         assert manager.wait_ready(timeout=15)
         assert manager.healthy() and first.ready and second.ready
-        assert manager.informer_count == 1  # same kind, namespace and selector: one informer
+        # ConfigMaps: one informer for both (same kind, namespace and selector); Secrets
+        assert manager.informer_count == 2
         kube_emulator.create_object(configmap("shared"))
         assert calls.wait(lambda log: {("first", "shared"), ("second", "shared")} <= set(log))
         families = {f.name: f for f in text_string_to_metric_families(manager.metrics())}
@@ -105,7 +126,7 @@ def test_shared_informer_metrics_and_run_once(kube_emulator: Emulator, kube_conf
             for s in f.samples
         }
         assert samples[("cloudcoil_manager_ready", ())] == 1.0
-        assert samples[("cloudcoil_manager_informers", ())] == 1.0
+        assert samples[("cloudcoil_manager_informers", ())] == 2.0
         assert samples[("cloudcoil_controller_ready", (("controller", "first"),))] == 1.0
         assert "controller_runtime_reconcile" in families
         with pytest.raises(RuntimeError, match="Manager instances can only run once"):
@@ -122,18 +143,11 @@ def test_a_fatal_controller_error_stops_its_siblings(
 ) -> None:
     calls = Calls()
     sibling = labelled(calls, "sibling")
-    failing = Controller(ConfigMap, name="failing", label_selector=f"{LABEL}=true")
+    failing: Controller[Secret] = Controller(Secret, name="failing")
 
     @failing.reconcile()
-    def reconcile(config: ConfigMap) -> None:
-        calls.add(("failing", config.name))
-
-    class MapperBroke(Exception):
-        pass
-
-    @failing.watch(Secret)
-    def broken(secret: Secret) -> list[ResourceKey]:
-        raise MapperBroke(f"cannot map {secret.name}")
+    def reconcile(secret: Secret) -> None:
+        calls.add(("failing", secret.name))
 
     manager = Manager(sibling, failing, config=kube_config)
     running = ManagerThread(manager)
@@ -141,19 +155,20 @@ def test_a_fatal_controller_error_stops_its_siblings(
         assert manager.wait_ready(timeout=15)
         sibling_runtime = sibling.runtime
         assert sibling_runtime is not None and sibling_runtime.ready
-        kube_emulator.create_object(
-            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "trigger"}}
-        )
+        # The Secret informer's next watch is denied (RBAC changed under it): fatal.
+        kube_emulator.faults.inject(403, count=100, method="GET", path="/secrets$")
+        kube_emulator.drop_watches()
         running.thread.join(20)
         assert not running.thread.is_alive()
     finally:
         error = running.join()
-    assert isinstance(error, MapperBroke) and "cannot map trigger" in str(error)
+        kube_emulator.faults.clear()
+    assert error is not None and "403" in str(error)
     assert manager.failure is error and not manager.healthy() and not manager.ready
     # The sibling's workers and the shared informers were stopped.
     assert not sibling_runtime.ready
     assert not sibling_runtime.primary.running
-    with pytest.raises(MapperBroke):
+    with pytest.raises(type(error)):
         manager.wait_ready(timeout=1)
 
 

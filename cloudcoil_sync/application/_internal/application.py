@@ -188,6 +188,7 @@ class Application:
             webhook=self.webhook,
             leader_lifespan="leader" in self.lifespans,
             leader_election=self.leader_election is not None,
+            namespace=self.namespace,
         )
         return table
 

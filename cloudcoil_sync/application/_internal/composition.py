@@ -23,6 +23,7 @@ from cloudcoil_sync.admission._internal.routes import (
 from cloudcoil_sync.application._internal.rbac import ControllerAccess
 from cloudcoil_sync.application._internal.settings import WebhookServer
 from cloudcoil_sync.controller._internal.definition import Controller
+from cloudcoil_sync.controller._internal.overlap import check_overlap
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.crd._internal.decorator import resource_options
 
@@ -102,8 +103,10 @@ def check_definition(
     webhook: WebhookServer | None,
     leader_lifespan: bool,
     leader_election: bool,
+    namespace: str,
 ) -> None:
     """The checks of a completed definition that span its parts (offline)."""
+    check_overlap(controllers, namespace)
     if table.routes and webhook is None:
         raise ValueError("Admission routes require webhook=WebhookServer(...)")
     if webhook is not None and not table.routes:

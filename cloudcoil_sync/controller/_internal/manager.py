@@ -40,6 +40,7 @@ from cloudcoil_sync.controller._internal.health import HealthServer
 from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.controller._internal.leader_gate import LeaderGate, WarmInformers
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
+from cloudcoil_sync.controller._internal.overlap import check_overlap
 from cloudcoil_sync.controller._internal.runtime import ControllerRuntime, SyncTimeout
 from cloudcoil_sync.controller._internal.runtime_set import RuntimeSet
 from cloudcoil_sync.controller._internal.term import Passes, Term
@@ -83,6 +84,8 @@ class Manager:
         also_stop: Sequence[threading.Event] = (),
     ) -> None:
         self.names = _names(controllers)
+        configs = (config, *(c.config for c in controllers))
+        check_overlap(controllers, next((c.namespace for c in configs if c is not None), None))
         if leader_election is not None and not isinstance(leader_election, LeaderElection):
             raise TypeError("leader_election must be a LeaderElection or None")
         if health is not None and not isinstance(health, HealthServer):
