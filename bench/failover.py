@@ -60,7 +60,7 @@ def replica(name: str, namespace: str, warm: bool, stamps: str) -> None:
             message = record.getMessage()
             if message.startswith("Leading with Lease"):
                 note("lead")
-            elif message.startswith("Operator failover is running"):
+            elif message.startswith(("Operator failover is running", "Operator failover started")):
                 note("running")
 
     logging.getLogger("cloudcoil_sync").addHandler(Stamp())

@@ -38,7 +38,7 @@ def leading_then_standby(kube: Emulator, old: Replica, start_new: Callable[[], R
     assert old.process.poll() is None, old.output()
     assert holder(kube) == "old"
     new = start_new()
-    assert wait_until(lambda: "Operator settings is running" in new.output(), 60), new.output()
+    assert wait_until(lambda: "Operator settings started" in new.output(), 60), new.output()
     return new
 
 

@@ -187,6 +187,7 @@ class _Components:
         self.admission: Any = None
         self.ring: RingElection | None = None  # a sharded replica's bid for the ring Lease
         self.shard_election: LeaderElection | None = None  # a sharded replica's own Lease
+        self.announced = False  # "Operator ... is running" was logged
         election = app.leader_election
         self.identity = election.identity if election is not None else None
         if app.sharding is not None:
@@ -210,7 +211,7 @@ class _Components:
                     host = self.host
                     self.state.set(serving=lambda: host.serving)
                 self.state.set(started=True)
-                log.info("Operator %s is running", app.name)
+                self._announce()
                 self._wait()
             except BaseException as error:
                 errors.append(error)
@@ -247,8 +248,40 @@ class _Components:
             also_stop=(self.stop,),  # no pass starts once the run's stop is set
         )
         manager.subscribe(self.state.touch)
+        manager.subscribe(self._running)
         self.manager = manager
         self.state.set(manager=manager)
+
+    def _announce(self) -> None:
+        """ "Started", and what it waits for; "is running" comes once the controllers run."""
+        name, manager = self.app.name, self.manager
+        if manager is None:
+            log.info("Operator %s is running (admission webhooks only)", name)
+            return
+        election = self.shard_election or self.app.leader_election
+        if election is not None and not election.is_leader:
+            namespace = election.namespace or self.config.namespace
+            log.info(
+                "Operator %s started; waiting for leadership of Lease %s/%s before running "
+                "its controllers",
+                name,
+                namespace,
+                election.name,
+            )
+        else:
+            log.info("Operator %s started; its controllers are syncing", name)
+        self._running()  # ready already
+
+    def _running(self) -> None:
+        """Once the controllers run (leading, caches synced): "Operator ... is running"."""
+        manager = self.manager
+        if self.announced or not self.state.started or manager is None or not manager.ready:
+            return
+        with self.state.changed:
+            if self.announced:
+                return
+            self.announced = True
+        log.info("Operator %s is running", self.app.name)
 
     def _add_webhook(self) -> None:
         from cloudcoil_sync.admission._internal.metrics import InstrumentedAdmission

@@ -17,6 +17,7 @@ from typing import Any
 from cloudcoil_sync._internal.service import ExitCallback, joined
 from cloudcoil_sync.client._internal.errors import ClientError, Forbidden
 from cloudcoil_sync.controller._internal.lease import LeaseMachine
+from cloudcoil_sync.controller._internal.lease_problems import advice
 
 __all__ = ["Elector", "LeadershipLost"]
 
@@ -75,8 +76,9 @@ class Elector:
             self._drive()
         except BaseException as error:
             self.machine.fail(error)
+            settings = self.machine.settings
             logger.error(
-                "Leader election for Lease %s failed: %s", self.machine.settings.name, error
+                "Leader election failed: %s", advice(error, settings.name, settings.namespace)
             )
             self._exited(error)
             self._wait_for_stop()

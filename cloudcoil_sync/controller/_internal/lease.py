@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from cloudcoil_sync.client._internal.errors import AlreadyExists, ClientError, Conflict, NotFound
 from cloudcoil_sync.client._internal.fence import WriteFence
+from cloudcoil_sync.controller._internal.lease_problems import LeaseProblems
 from cloudcoil_sync.controller._internal.lease_record import (
     LeaseAPI,
     LeaseObserver,
@@ -101,6 +102,9 @@ class LeaseMachine:
         #: Whether a Lease read was answered: the candidate knows whether it may lead.
         self.answered = False
         self.observer = LeaseObserver()
+        #: WARNINGs with advice for what keeps failing (missing namespace, RBAC, network).
+        self.problems = LeaseProblems(settings.name, settings.namespace, clock=clock)
+        self._troubled = False  # the current acquire attempt met a problem
         self.lost_at: float | None = None
         self.failure: BaseException | None = None
         self.reason = ""
@@ -262,13 +266,16 @@ class LeaseMachine:
         A non-fatal API error is logged and retried at the next plan; a fatal one is raised.
         """
         started = self.clock()
+        self._troubled = False
         try:
             acquired = self._try_acquire()
         except ClientError as error:
             if is_fatal(error):
                 raise
-            logger.info("Lease %s acquire attempt failed: %s", self.settings.name, error)
-            acquired = None
+            self.problems.report(error)
+            self._troubled, acquired = True, None
+        if not self._troubled:
+            self.problems.cleared()
         if acquired is not None:
             return self._hold(*acquired, started)
         with self.condition:
@@ -298,7 +305,14 @@ class LeaseMachine:
             if current is None:
                 return self.api.create(self._new_lease(), self.settings.http_timeout), True
             return self.api.replace(self._taken(current), self.settings.http_timeout), False
-        except (AlreadyExists, Conflict, NotFound) as error:
+        except NotFound as error:
+            if current is None:  # a create answered 404: the namespace does not exist
+                self.problems.report(error, creating=True)
+                self._troubled = True
+            else:  # deleted between our read and our write: a race
+                logger.debug("Lost the race for Lease %s: %s", self.settings.name, error)
+            return None
+        except (AlreadyExists, Conflict) as error:
             logger.debug("Lost the race for Lease %s: %s", self.settings.name, error)
             return None
 
@@ -364,11 +378,13 @@ class LeaseMachine:
         try:
             if not self._try_renew(started):
                 self.renewal_failures += 1
+            else:
+                self.problems.cleared()
         except ClientError as error:
             if is_fatal(error):
                 raise
             self.renewal_failures += 1
-            logger.info("Lease %s renewal failed: %s", self.settings.name, error)
+            self.problems.report(error, doing=" (renewing)")
 
     def _try_renew(self, started: float) -> bool:
         """False when both PUTs met a 409 from writes that left the Lease ours."""
