@@ -310,7 +310,7 @@ class _Channel:
             if self._request is None:
                 self._request = HTTPRequestParser(self.adj)
                 self._started, self._body_started = time.monotonic(), 0.0
-                self.stream.connection.enter(Phase.ACTIVE)
+                self.stream.connection.enter(Phase.RECEIVING)
             request = self._request
             used = request.received(data)
             if request.headers_finished and not request.error and request.path in NO_BODY_PATHS:
@@ -322,6 +322,7 @@ class _Channel:
                     self.flush()
             if request.completed:
                 self._request = None
+                self.stream.connection.enter(Phase.ACTIVE)  # no longer to be evicted
                 if not request.empty and not self._service(request):
                     return False
             data = data[used:] if used < len(data) else b""
