@@ -37,6 +37,7 @@ from cloudcoil_sync.client._internal.errors import (
     TooManyRequests,
     TransportError,
     Unauthorized,
+    WatchEventTooLarge,
     WatchStreamError,
 )
 from cloudcoil_sync.client._internal.exec_auth import ExecProvider
@@ -73,6 +74,7 @@ __all__ = [
     "UnknownKind",
     "Watch",
     "WatchEvent",
+    "WatchEventTooLarge",
     "WatchStreamError",
     "WriteFenced",
     "fenced",

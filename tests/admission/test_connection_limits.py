@@ -58,10 +58,14 @@ class _closed_ok:
         return isinstance(error, ConnectionResetError | ssl.SSLError)
 
 
-def normal_request(host: WebhookHost, context: ssl.SSLContext, path: str = "/ok") -> int:
-    """One request on a fresh connection, answered within PROMPT seconds."""
+def normal_request(
+    host: WebhookHost, context: ssl.SSLContext, path: str = "/ok", source: str = "127.0.0.1"
+) -> int:
+    """One request on a fresh connection (from `source`), answered within PROMPT seconds."""
     address, port = host.address
-    connection = http.client.HTTPSConnection(address, port, context=context, timeout=PROMPT)
+    connection = http.client.HTTPSConnection(
+        address, port, context=context, timeout=PROMPT, source_address=(source, 0)
+    )
     try:
         connection.request("POST", path, body=b"{}", headers={"Content-Type": "text/plain"})
         response = connection.getresponse()
@@ -327,7 +331,7 @@ def test_connection_phases_are_reported(
         assert wait_until(lambda: _phases(host) == [Phase.SILENT])
     assert wait_until(lambda: _phases(host) == [])
     sock = busy(host, client_context, "127.0.0.1", gates)
-    assert _phases(host) == [Phase.ACTIVE]
+    assert _phases(host) == [Phase.ACTIVE]  # a complete request: never evicted
     gates.release.set()
     assert sock.recv(65536).startswith(b"HTTP/1.1 200")
     assert wait_until(lambda: _phases(host) == [Phase.IDLE])

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import http.client
 import ssl
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter
@@ -141,3 +143,82 @@ def test_the_webhook_listener_serves_metrics_to_authorized_scrapers_only(
     connection.request("GET", "/healthz")
     assert connection.getresponse().status == 200
     connection.close()
+
+
+# -- issue 37, finding 3: junk tokens must not become reviews one for one ---------------------
+
+
+def test_junk_tokens_from_one_address_cost_at_most_its_review_budget(
+    host_factory: Factory, client_context: ssl.SSLContext, operator: Config
+) -> None:
+    access = MetricsAccess(operator, clock=Clock(), client_burst=5)  # a frozen clock: no refill
+    host = host_factory(metrics_access=access.decide)
+    answers = []
+    for n in range(40):
+        connection: http.client.HTTPSConnection = http.client.HTTPSConnection(
+            *host.address, context=client_context, timeout=5, source_address=("127.0.0.2", 0)
+        )
+        connection.request("GET", "/metrics", headers={"Authorization": f"Bearer junk-{n}"})
+        response = connection.getresponse()
+        response.read()
+        answers.append((response.status, response.getheader("Retry-After")))
+        connection.close()
+    assert answers == [(401, None)] * 5 + [(429, "1")] * 35
+    assert access.reviews == 5
+    # Another address has a budget of its own; the first gets one again as time passes.
+    assert access.decide("Bearer junk-x", "/metrics", "127.0.0.3") == 401
+    access.clock.now += 1  # type: ignore[attr-defined]
+    assert access.decide("Bearer junk-y", "/metrics", "127.0.0.2") == 401
+    assert access.reviews == 7
+    access.close()
+
+
+def test_junk_cannot_push_a_scrapers_decision_out_of_the_cache(
+    kube_emulator: Emulator, operator: Config
+) -> None:
+    access = MetricsAccess(operator, max_entries=4)
+    scraper = f"Bearer {kube_emulator.service_account_token('default', 'prometheus')}"
+    _bind(kube_emulator.config(), "op.ops-metrics-reader", "prometheus")
+    assert access.decide(scraper, "/metrics") == 200 and access.reviews == 2
+    for n in range(40):  # from 40 addresses: each within its budget
+        assert access.decide(f"Bearer junk-{n}", "/metrics", f"10.0.0.{n}") == 401
+    assert access.reviews == 42
+    assert access.decide(scraper, "/metrics") == 200 and access.reviews == 42  # still cached
+    access.close()
+
+
+def test_concurrent_lookups_of_one_new_token_share_its_reviews(
+    kube_emulator: Emulator, operator: Config
+) -> None:
+    access = MetricsAccess(operator)
+    scraper = f"Bearer {kube_emulator.service_account_token('default', 'prometheus')}"
+    _bind(kube_emulator.config(), "op.ops-metrics-reader", "prometheus")
+    # Slow reviews: the 16 lookups are all waiting while the first one's are in flight.
+    kube_emulator.faults.add_latency(1.0, "POST", "accessreviews|tokenreviews")
+    start = threading.Barrier(16)
+
+    def scrape(_: int) -> int:
+        start.wait(5)
+        return access.decide(scraper, "/metrics", "127.0.0.2")
+
+    with ThreadPoolExecutor(16) as pool:
+        assert list(pool.map(scrape, range(16))) == [200] * 16
+    assert access.reviews == 2  # one TokenReview, one SubjectAccessReview
+    kube_emulator.faults.clear()
+    access.close()
+
+
+def test_reviews_have_a_budget_and_connections_apart_from_the_operators(
+    kube_emulator: Emulator, operator: Config
+) -> None:
+    before = operator.transport.pool_stats()["requests"]
+    access = MetricsAccess(operator)
+    for n in range(5):
+        assert access.decide(f"Bearer junk-{n}", "/metrics") == 401
+    assert access.reviews == 5
+    # Not one of them went through the operator's own pool (nor its rate limiter).
+    assert operator.transport.pool_stats()["requests"] == before
+    assert access.transport is not operator.transport
+    assert access.transport.limiter is not operator.transport.limiter
+    assert access.transport.pool_stats()["requests"] == 5
+    access.close()

@@ -19,8 +19,10 @@ from cloudcoil_sync.client import (
     Forbidden,
     Gone,
     WatchEvent,
+    WatchEventTooLarge,
     WatchStreamError,
 )
+from cloudcoil_sync.client._internal.watch import MAX_EVENT_BYTES
 
 from .certs import PKI
 from .fakeserver import FakeAPI, Reply, Request
@@ -247,3 +249,31 @@ def test_default_read_timeout_is_above_timeout_seconds(pki: PKI) -> None:
         assert 42 < read <= 60 and seen["stream"] is True
         assert api.requests[0].query["timeoutSeconds"] == ["42"]
         cfg.close()
+
+
+# -- issue 37, finding 5: a line limit, linear cost ------------------------------------------
+
+
+@responses.activate
+def test_a_long_event_over_many_reads_is_assembled(config: Config) -> None:
+    big = {"type": "ADDED", "object": {"metadata": {"name": "big", "resourceVersion": "9"}}}
+    big["object"]["data"] = {"blob": "y" * (MAX_EVENT_BYTES // 2)}  # read 512 bytes at a time
+    responses.get(URL, body=json.dumps(big).encode() + b"\n" + _ev("MODIFIED", "after", "10"))
+    events = list(config.client(ConfigMap).raw.watch())
+    assert [e.object["metadata"]["name"] for e in events] == ["big", "after"]
+    assert len(events[0].object["data"]["blob"]) == MAX_EVENT_BYTES // 2
+
+
+@responses.activate
+def test_a_line_over_the_limit_is_a_typed_error(
+    config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("cloudcoil_sync.client._internal.watch.MAX_EVENT_BYTES", 4096)
+    body = _ev("ADDED", "a", "1") + b'{"type":"ADDED","object":{"x":"' + b"z" * 100_000
+    responses.get(URL, body=body)
+    stream = config.client(ConfigMap).raw.watch()
+    assert next(stream).object["metadata"]["name"] == "a"
+    with pytest.raises(WatchEventTooLarge, match="longer than 4096 bytes"):
+        next(stream)
+    assert stream.closed
+    assert issubclass(WatchEventTooLarge, WatchStreamError)  # a broken stream to old callers

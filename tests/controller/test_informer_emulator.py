@@ -311,3 +311,33 @@ def test_cache_and_dispatch_converge_under_repeated_faults(
         for name, version in final.items():
             assert last[name][1] == version  # handlers saw the final state of every object
     assert informer.error is None
+
+
+def test_an_event_too_long_for_the_client_relists(
+    kube_emulator: Emulator,
+    kube_config: Config,
+    started: list[Informer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 37, finding 5: an over-long watch line is a typed error and a relist (the list
+    # has no line limit), never an endless re-watch from the same resourceVersion.
+    monkeypatch.setattr("cloudcoil_sync.client._internal.watch.MAX_EVENT_BYTES", 2048)
+    informer = informer_for(kube_config, started)
+    events = Events(informer)
+    informer.start()
+    assert informer.wait_synced(timeout=10)
+    assert kube_emulator.wait_for(lambda: kube_emulator.open_watches == 1)
+    create(kube_config, "big", blob="x" * 4096)
+    assert events.until(("add", "big", ANY_UID))[-1][:2] == ("add", "big")
+    assert informer.list_count == 2
+    create(kube_config, "small", note="fits")  # the watch goes on after the relist
+    assert events.until(("add", "small", ANY_UID))[-1][:2] == ("add", "small")
+    assert informer.list_count == 2
+
+
+class _Any:
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+ANY_UID: Any = _Any()

@@ -27,6 +27,7 @@ from waitress.utilities import InternalServerError, RequestEntityTooLarge
 from cloudcoil_sync.admission._internal.connections import Phase
 from cloudcoil_sync.admission._internal.deadlines import Timer, Watchdog
 from cloudcoil_sync.admission._internal.limits import ConnectionLimits
+from cloudcoil_sync.admission._internal.lograte import ClientLog
 from cloudcoil_sync.admission._internal.tls import TLSStream
 from cloudcoil_sync.admission._internal.turns import Turns
 
@@ -149,6 +150,7 @@ class Connections:
         self.calls: AbstractContextManager[Any] = (
             contextlib.nullcontext() if threads is None else threading.BoundedSemaphore(threads)
         )
+        self.slow_clients = ClientLog(log)  # a line per client and 10 s for 408s
         self.effective_port = 0  # SERVER_PORT: the bound port, set once listening
         self.server_name = "localhost" if host in ("", "0.0.0.0", "::") else host
 
@@ -294,7 +296,9 @@ class _Channel:
         return self._body_started + limits.body_grace + allowed
 
     def _timed_out(self) -> None:
-        log.info("Webhook client %s was too slow to send its request; answered 408", self.addr[0])
+        client = str(self.addr[0])
+        message = "Webhook client %s was too slow to send its request; answered 408"
+        self.server.slow_clients.log(logging.INFO, client, message, client)
         body = b"Request timeout\n"
         head = (
             f"HTTP/{self._version} 408 Request Timeout\r\nContent-Type: text/plain\r\n"
@@ -310,7 +314,7 @@ class _Channel:
             if self._request is None:
                 self._request = HTTPRequestParser(self.adj)
                 self._started, self._body_started = time.monotonic(), 0.0
-                self.stream.connection.enter(Phase.ACTIVE)
+                self.stream.connection.enter(Phase.RECEIVING)
             request = self._request
             used = request.received(data)
             if request.headers_finished and not request.error and request.path in NO_BODY_PATHS:
@@ -322,6 +326,7 @@ class _Channel:
                     self.flush()
             if request.completed:
                 self._request = None
+                self.stream.connection.enter(Phase.ACTIVE)  # no longer to be evicted
                 if not request.empty and not self._service(request):
                     return False
             data = data[used:] if used < len(data) else b""

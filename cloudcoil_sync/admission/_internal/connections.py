@@ -2,9 +2,18 @@
 one gives way when a limit is reached (see `limits`).
 
 The accept thread asks `admit` for each new connection: admitted (possibly after evicting
-one that has waited for a ClientHello, or been idle between requests, the longest), or
-refused (to be answered 503). Connection threads report their phase as they go, and
+one), or refused (to be answered 503). Connection threads report their phase as they go, and
 `release` when they end.
+
+Who gives way: first a connection that has not completed its TLS handshake or its current
+request (silent, handshaking or still receiving a request: it has not made progress for
+`evictable_silence`), the one waiting the longest; then one idle between requests (past
+`evictable_idle`), the longest idle. A connection whose request is complete (being answered)
+never does. Victims are taken from the newcomer's own address when it is at its share
+(`max_connections_per_client`); when the whole table is full, from the addresses that hold
+more connections than the newcomer's (the largest first), else from its own: so N addresses
+that fill the table cannot starve the N+1th, and the slow connections of one address cannot
+starve a client that makes progress from the same address.
 """
 
 from __future__ import annotations
@@ -14,7 +23,6 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from cloudcoil_sync.admission._internal.limits import ConnectionLimits
@@ -23,12 +31,17 @@ __all__ = ["Connection", "ConnectionTable", "Phase"]
 
 
 class Phase:
-    """What a connection is doing; only SILENT and IDLE ones can be evicted."""
+    """What a connection is doing; all but ACTIVE ones can be evicted."""
 
     SILENT = "silent"  # connected, not a byte of a ClientHello yet
     HANDSHAKE = "handshake"
     IDLE = "idle"  # between requests: nothing of the next one received
-    ACTIVE = "active"  # receiving or answering a request
+    RECEIVING = "receiving"  # part of a request received, not all of it
+    ACTIVE = "active"  # a complete request: being processed or answered
+
+
+# Phases of a connection that has not completed its handshake or its current request.
+PENDING = frozenset({Phase.SILENT, Phase.HANDSHAKE, Phase.RECEIVING})
 
 
 @dataclass(eq=False)
@@ -46,7 +59,11 @@ class Connection:
         self.lock = threading.Lock()
 
     def enter(self, phase: str) -> None:
-        """Record the connection's phase (a plain store: read by the accept thread)."""
+        """Record the connection's phase (a plain store: read by the accept thread).
+
+        `since` is when the phase began: a request dripped a byte at a time stays as old
+        as its first byte.
+        """
         if phase != self.phase:
             self.phase, self.since = phase, time.monotonic()
 
@@ -85,9 +102,13 @@ class ConnectionTable:
         with self._lock:
             mine = self._by_peer.setdefault(connection.peer, set())
             if len(mine) >= limits.max_connections_per_client:
-                victim = self._victim(mine)
+                victim = self._victim([mine])
             elif self._count >= limits.max_connections:
-                victim = self._victim(c for group in self._by_peer.values() for c in group)
+                # Larger holders first, the newcomer's own address last.
+                groups = sorted(
+                    (g for g in self._by_peer.values() if len(g) > len(mine)), key=len, reverse=True
+                )
+                victim = self._victim([*groups, mine])
             else:
                 victim = connection  # no room needed
             if victim is None:
@@ -119,18 +140,33 @@ class ConnectionTable:
             if not group:
                 del self._by_peer[connection.peer]
 
-    def _victim(self, candidates: Iterable[Connection]) -> Connection | None:
-        """The connection silent the longest (past `evictable_silence`), else the one idle
-        the longest (past `evictable_idle`); None when every connection is in use."""
-        silent: Connection | None = None
-        idle: Connection | None = None
+    def _victim(self, groups: list[set[Connection]]) -> Connection | None:
+        """From `groups` in order of preference: the connection that has waited the longest
+        to complete its handshake or request (past `evictable_silence`), in the first group
+        that has one; else the one idle the longest (past `evictable_idle`), likewise; None
+        when every connection is answering a request or too young to judge."""
         now = time.monotonic()
-        silent_before = now - self.limits.evictable_silence
+        pending_before = now - self.limits.evictable_silence
         idle_before = now - self.limits.evictable_idle
-        for candidate in candidates:
-            phase, since = candidate.phase, candidate.since
-            if phase == Phase.SILENT and since <= silent_before:
-                silent = candidate if silent is None or since < silent.since else silent
-            elif phase == Phase.IDLE and since <= idle_before:
-                idle = candidate if idle is None or since < idle.since else idle
-        return silent if silent is not None else idle
+        any_idle = False
+        for group in groups:
+            pending: Connection | None = None
+            for candidate in group:
+                phase, since = candidate.phase, candidate.since
+                if phase in PENDING:
+                    if since <= pending_before and (pending is None or since < pending.since):
+                        pending = candidate
+                elif phase == Phase.IDLE and since <= idle_before:
+                    any_idle = True
+            if pending is not None:
+                return pending
+        return self._oldest_idle(groups, idle_before) if any_idle else None
+
+    @staticmethod
+    def _oldest_idle(groups: list[set[Connection]], idle_before: float) -> Connection | None:
+        """The longest idle connection of the first group that has one past `idle_before`."""
+        for group in groups:
+            idle = [c for c in group if c.phase == Phase.IDLE and c.since <= idle_before]
+            if idle:
+                return min(idle, key=lambda c: c.since)
+        return None

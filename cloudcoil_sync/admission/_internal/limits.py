@@ -5,9 +5,10 @@ TLS handshake must finish within `handshake_timeout`; a request's headers must b
 `header_timeout` after its first byte; its body must then arrive at `min_body_rate` bytes/s
 on average (after `body_grace` seconds); a kept-alive connection idle for `idle_timeout`
 closes. One address holds at most `max_connections_per_client` of the `max_connections`.
-Over either limit, the connection that has sent nothing since it connected for the longest
-(at least `evictable_silence` seconds: a TLS client sends its ClientHello at once), else
-the one idle the longest between requests (at least `evictable_idle` seconds), makes room;
+Over either limit, a connection that has not completed its handshake or its current request
+for at least `evictable_silence` seconds (the longest waiting first), else the one idle the
+longest between requests (at least `evictable_idle` seconds), makes room: from the newcomer's
+own address at its share, else from addresses holding more than it (see `connections`);
 when none can, the newcomer is answered 503 with `Retry-After: retry_after` once its
 handshake is done (at most `max_rejecting` at once; beyond that it is closed at once).
 """

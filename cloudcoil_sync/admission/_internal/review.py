@@ -1,8 +1,12 @@
 """Strict parsing of AdmissionReview v1 bodies, checked against the route they came for.
 
-JSON with no NaN/Infinity (and no number overflowing to infinity), the v1 envelope, the
-shape of every member a handler can read, and the route's kind, resource, operation,
-subresource and scope, with the object/oldObject combination its operation implies.
+JSON with no NaN/Infinity (and no number overflowing to infinity, no integer past Python's
+digit limit), the v1 envelope, the shape of every member a handler can read, and the route's
+kind, resource, operation, subresource and scope, with the object/oldObject combination its
+operation implies. What a body may cost is bounded before and after it is decoded: at most
+MAX_VALUES JSON values (counted from its separators before decoding, so a 4 MiB array of empty
+objects is refused before it becomes a million dicts) and at most MAX_DEPTH levels of nesting
+(so that no later copy, diff or validation of it can exhaust the stack).
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ from cloudcoil_sync.admission._internal.routes import Route
 __all__ = ["REVIEW_API_VERSION", "InvalidReview", "parse_review"]
 
 REVIEW_API_VERSION = "admission.k8s.io/v1"
+# Kubernetes objects are a few levels deep and, at the API server's request limit of 3 MiB,
+# rarely hold more than some thousands of values; each decoded value costs ~50-100 bytes.
+MAX_DEPTH = 100
+MAX_VALUES = 100_000
 
 
 class InvalidReview(ValueError):
@@ -35,14 +43,22 @@ def _finite_float(text: str) -> float:
 
 def parse_review(body: bytes, route: Route) -> dict[str, Any]:
     """The `request` member of an AdmissionReview v1 that matches `route`, else InvalidReview."""
+    # Every value but the document's own follows a ',' or opens its container: an upper
+    # bound (separators inside strings count too), taken at C speed before decoding.
+    values = body.count(b",") + body.count(b"{") + body.count(b"[") + 1
+    if values > MAX_VALUES:
+        raise InvalidReview(f"more than {MAX_VALUES} JSON values")
     try:
         document = json.loads(
             body.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float
         )
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        raise InvalidReview(f"not JSON: {error}") from None
+    except InvalidReview:
+        raise
+    except (ValueError, RecursionError) as error:  # JSON, UTF-8, integer digit limit
+        raise InvalidReview(f"not JSON: {str(error)[:200]}") from None
     if not isinstance(document, dict):
         raise InvalidReview("not an object")
+    _check_depth(document)
     if document.get("apiVersion") != REVIEW_API_VERSION or document.get("kind") != (
         "AdmissionReview"
     ):
@@ -53,6 +69,18 @@ def parse_review(body: bytes, route: Route) -> dict[str, Any]:
     _check_shape(review)
     _check_route(review, route)
     return review
+
+
+def _check_depth(document: Any) -> None:
+    """InvalidReview when containers nest deeper than MAX_DEPTH (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        for child in value.values() if type(value) is dict else value:
+            if type(child) is dict or type(child) is list:
+                if depth >= MAX_DEPTH:
+                    raise InvalidReview(f"JSON nested deeper than {MAX_DEPTH} levels")
+                stack.append((child, depth + 1))
 
 
 _STRINGS = ("name", "namespace", "subResource")

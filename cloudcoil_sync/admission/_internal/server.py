@@ -48,8 +48,9 @@ __all__ = [
 log = logging.getLogger("cloudcoil_sync.admission.server")
 
 Check = Callable[[], bool]
-# (Authorization header, path) -> HTTP status for a metrics request (MetricsAccess.decide).
-Access = Callable[[str | None, str], int]
+# (Authorization header, path, client address) -> HTTP status for a metrics request
+# (MetricsAccess.decide).
+Access = Callable[[str | None, str, str], int]
 _TEXT = "text/plain; charset=utf-8"
 # What generate_latest writes (the classic text format), as the controller metrics serve it.
 _METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -102,9 +103,14 @@ class OperatorEndpoints:
             return _answer(start_response, "200 OK" if ok else "503 Service Unavailable", body)
         if path == "/metrics":
             access = self.metrics_access
-            code = 200 if access is None else access(environ.get("HTTP_AUTHORIZATION"), path)
+            client = str(environ.get("REMOTE_ADDR", ""))
+            code = (
+                200 if access is None else access(environ.get("HTTP_AUTHORIZATION"), path, client)
+            )
             if code != 200:
-                return _answer(start_response, _REFUSED[code], _REFUSED[code][4:].encode() + b"\n")
+                body = _REFUSED[code][4:].encode() + b"\n"
+                extra = [("Retry-After", "1")] if code == 429 else []
+                return _answer(start_response, _REFUSED[code], body, extra=extra)
             return self._metrics(start_response)
         return self.app(environ, start_response)
 
@@ -118,6 +124,7 @@ class OperatorEndpoints:
 _REFUSED = {
     401: "401 Unauthorized",
     403: "403 Forbidden",
+    429: "429 Too Many Requests",
     500: "500 Internal Server Error",
 }
 
@@ -139,16 +146,18 @@ def _safely(check: Check, path: str) -> bool:
 
 
 def _answer(
-    start_response: StartResponse, status: str, body: bytes, content_type: str = _TEXT
+    start_response: StartResponse,
+    status: str,
+    body: bytes,
+    content_type: str = _TEXT,
+    extra: list[tuple[str, str]] | None = None,
 ) -> list[bytes]:
-    start_response(
-        status,
-        [
-            ("Content-Type", content_type),
-            ("Content-Length", str(len(body))),
-            ("Cache-Control", "no-store"),
-        ],
-    )
+    headers = [
+        ("Content-Type", content_type),
+        ("Content-Length", str(len(body))),
+        ("Cache-Control", "no-store"),
+    ]
+    start_response(status, headers + (extra or []))
     return [body]
 
 

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from cloudcoil_sync._internal.patches import MutationBase, mutation_patch
 from cloudcoil_sync.admission._internal.concurrency import RouteSlots
 from cloudcoil_sync.admission._internal.handlers import HandlerPool, HandlerTimeout, PoolClosed
+from cloudcoil_sync.admission._internal.lograte import ClientLog
 from cloudcoil_sync.admission._internal.request import (
     AdmissionDenied,
     AdmissionRequest,
@@ -100,8 +101,10 @@ class AdmissionWebhook(AdmissionRoutes):
                 self.routes = {route.path: route for route in routes}
         self.cache = cache
         self.pool = HandlerPool(max_workers)
-        # Each route runs at most its own max_concurrency (default max_workers) handlers.
+        # Each route runs at most its own max_concurrency (default max_workers) handlers,
+        # and parses at most as many bodies at once.
         self.slots = RouteSlots(max_workers)
+        self.malformed = ClientLog(log)  # a line per client and 10 s
 
     def close(self, timeout: float = 5.0) -> bool:
         return self.pool.close(timeout)
@@ -135,11 +138,18 @@ class AdmissionWebhook(AdmissionRoutes):
         body = self._read_body(environ)
         if body is None:
             return 413, {"message": "Request body too large"}
+        # Decoding costs memory and CPU in proportion to the body: within the route's slots.
+        if not self.slots.acquire(path, route.max_concurrency, deadline - time.monotonic()):
+            return 504, {"message": "Admission webhook timed out"}
         try:
             review = parse_review(body, route)
         except InvalidReview as error:
-            log.info("Rejected an AdmissionReview on %s: %s", path, error)
+            client = str(environ.get("REMOTE_ADDR", ""))
+            message = "Rejected an AdmissionReview on %s from %s: %s"
+            self.malformed.log(logging.INFO, client, message, path, client, error)
             return 400, {"message": _INVALID}
+        finally:
+            self.slots.release(path)
         return self._admit(route, review, deadline, environ.get(_LATE_ANSWER))
 
     def _read_body(self, environ: WSGIEnvironment) -> bytes | None:

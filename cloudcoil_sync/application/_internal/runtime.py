@@ -185,6 +185,7 @@ class _Components:
         self.manager: Manager | None = None
         self.host: Any = None
         self.admission: Any = None
+        self.metrics_access: Any = None
         self.ring: RingElection | None = None  # a sharded replica's bid for the ring Lease
         self.shard_election: LeaderElection | None = None  # a sharded replica's own Lease
         self.announced = False  # "Operator ... is running" was logged
@@ -295,6 +296,8 @@ class _Components:
         manager = state.manager
         cache = None if manager is None else manager.cached
         self.admission = AdmissionWebhook(app.admission_routes(self.config), cache=cache)
+        access = MetricsAccess(self.config) if webhook.secure_metrics else None
+        self.metrics_access = access
         self.metrics.registry.register(self.admission.slots)  # per-route saturation
         self.host = WebhookHost.from_settings(
             InstrumentedAdmission(self.admission, self.admission.routes, self.metrics),
@@ -304,7 +307,7 @@ class _Components:
             controllers_ready=lambda: state.manager is not None and state.manager.ready,
             registry=self.metrics.registry,
             max_request_body_size=self.admission.max_body_bytes,
-            metrics_access=MetricsAccess(self.config).decide if webhook.secure_metrics else None,
+            metrics_access=None if access is None else access.decide,
         )
         timeout = float(webhook.shutdown_timeout)
         self.group.add(self.host, stop_timeout=timeout)
@@ -358,6 +361,8 @@ class _Components:
                 errors.append(error)
         if self.admission is not None:
             self.admission.close()
+        if self.metrics_access is not None:
+            self.metrics_access.close()  # its own connections to the API server
 
 
 def _raise(errors: list[BaseException]) -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "TooManyRequests",
     "TransportError",
     "Unauthorized",
+    "WatchEventTooLarge",
     "WatchStreamError",
     "api_error",
     "parse_retry_after",
@@ -62,6 +63,11 @@ class APITimeout(TransportError):
 
 class WatchStreamError(TransportError):
     """A watch stream broke mid-event or carried a line that is not a watch event."""
+
+
+class WatchEventTooLarge(WatchStreamError):
+    """A watch event line is longer than the client takes: the stream cannot go on from
+    there; list again (an informer does) and watch from the list's resourceVersion."""
 
 
 class APIError(ClientError):

@@ -460,6 +460,24 @@ class Transport:
             "requests": sum(p.num_requests for p in pools),
         }
 
+    def derived(self, *, qps: float, burst: int, pool_maxsize: int) -> Transport:
+        """The same server and credentials with a rate limit and connections of its own."""
+        adapter = self._adapter
+        return Transport(
+            self.server,
+            auth=self.auth,
+            verify=adapter._verify,
+            cert=self._cert,
+            proxies=self.session.proxies,
+            qps=qps,
+            burst=burst,
+            timeout=self.timeout,
+            connect_timeout=self.connect_timeout,
+            retry=self.retry,
+            pool_maxsize=pool_maxsize,
+            tls_server_name=adapter._tls_server_name,
+        )
+
     def close(self) -> None:
         self._closed.set()
         self.session.close()

@@ -5,6 +5,10 @@ stream always ends (server timeout) or delivers before it fires; a silently dead
 :class:`~cloudcoil_sync.client._internal.errors.APITimeout`. ``ERROR`` events raise the typed error
 (``Expired`` for 410). :attr:`Watch.resource_version` tracks the last seen version (bookmarks
 included) so callers can resume; :meth:`Watch.close` may be called from any thread.
+
+Lines are assembled at linear cost (pieces joined once) and bounded: an event line longer than
+``max_line`` (MAX_EVENT_BYTES) raises :class:`~cloudcoil_sync.client.WatchEventTooLarge`
+without buffering more of it, and an informer relists.
 """
 
 from __future__ import annotations
@@ -20,13 +24,21 @@ import requests
 
 from cloudcoil_sync._compat.urllib3 import response_socket
 from cloudcoil_sync.client._internal import codec
-from cloudcoil_sync.client._internal.errors import TransportError, WatchStreamError, api_error
+from cloudcoil_sync.client._internal.errors import (
+    TransportError,
+    WatchEventTooLarge,
+    WatchStreamError,
+    api_error,
+)
 from cloudcoil_sync.client._internal.transport import Transport, map_transport_error
 
-__all__ = ["EVENT_TYPES", "Watch", "WatchEvent"]
+__all__ = ["EVENT_TYPES", "MAX_EVENT_BYTES", "Watch", "WatchEvent"]
 
 JSON = dict[str, Any]
 EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
+# kube-apiserver takes request bodies of at most 3 MiB and etcd stores 1.5 MiB per object by
+# default; an object stored as protobuf encodes larger in JSON, and the event adds its envelope.
+MAX_EVENT_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +66,10 @@ class Watch(Iterator[WatchEvent]):
         resource_version: str | None = None,
         accept: str | None = None,
         decode: Callable[[JSON], JSON] | None = None,
+        max_line: int | None = None,
     ) -> None:
         self.resource_version = resource_version
+        self.max_line = MAX_EVENT_BYTES if max_line is None else max_line
         self._closed = threading.Event()
         self._server = transport.server
         self._decode = decode
@@ -96,19 +110,45 @@ class Watch(Iterator[WatchEvent]):
             raise err from exc
 
     def _iterate(self) -> Iterator[WatchEvent]:
-        buf = b""
+        pending: list[bytes] = []  # pieces of the line not yet complete, joined once
+        size = 0
         try:
             for chunk in self._chunks():
-                *lines, buf = (buf + chunk).split(b"\n")  # one split per chunk, not per line
+                if b"\n" not in chunk:
+                    size += len(chunk)
+                    self._check_size(size)
+                    pending.append(chunk)
+                    continue
+                lines = chunk.split(b"\n")  # one split per chunk, not per line
+                if pending:
+                    pending.append(lines[0])
+                    lines[0] = b"".join(pending)
+                    pending.clear()
+                tail = lines.pop()
+                size = len(tail)
+                if tail:
+                    pending.append(tail)
                 for line in lines:
+                    self._check_size(len(line))
                     if line.strip():
                         yield self._event(line, complete=True)
+                self._check_size(size)
                 if self._closed.is_set():
                     return
-            if buf.strip() and not self._closed.is_set():
-                yield self._event(buf, complete=False)
+            rest = b"".join(pending)
+            if rest.strip() and not self._closed.is_set():
+                yield self._event(rest, complete=False)
         finally:
             self.close()
+
+    def _check_size(self, size: int) -> None:
+        if size > self.max_line:
+            raise WatchEventTooLarge(
+                f"watch stream from {self._server}: an event is longer than {self.max_line} "
+                f"bytes (resume from resourceVersion {self.resource_version} by listing again)",
+                method="GET",
+                url=self.url,
+            )
 
     def _event(self, line: bytes, *, complete: bool) -> WatchEvent:
         try:

@@ -2,7 +2,8 @@
 
 The thread lists (following `continue` pages), then watches from the list's
 resourceVersion with bookmarks, resuming from the last resourceVersion it saw whenever a
-stream ends or breaks. A 410 Expired (too old resourceVersion) relists and dispatches
+stream ends or breaks. A 410 Expired (too old resourceVersion), or an event longer than the
+client takes (`WatchEventTooLarge`: the stream cannot go on past it), relists and dispatches
 what changed in the gap: update for objects still there, delete for the vanished, add for
 the new, delete then add for the recreated (new UID). Every `resync_period` it relists
 the same way, so every object is dispatched again. 401/403/404/400 and handler errors are
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
-from cloudcoil_sync.client._internal.errors import APIError, Expired, api_error
+from cloudcoil_sync.client._internal.errors import APIError, Expired, WatchEventTooLarge, api_error
 from cloudcoil_sync.controller._internal.listwatch import ClientListWatch, ListWatch, WatchStream
 from cloudcoil_sync.controller._internal.store import JSON, IndexFunc, Store, decode, object_key
 
@@ -269,6 +270,11 @@ class Informer:
                 need_list = True
             except _HandlerError as error:
                 raise error.__cause__ or error from None
+            except WatchEventTooLarge as error:
+                # The stream cannot go on past that event: list, then watch from there.
+                need_list = True
+                failures += 1
+                self._back_off(failures, error, None)
             except APIError as error:
                 if error.status_code in FATAL_STATUS:
                     raise

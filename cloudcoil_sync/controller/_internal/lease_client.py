@@ -81,8 +81,9 @@ class ClientLeaseAPI:
                 return
             self._watching = response
         try:
-            for line in response.iter_lines(chunk_size=None):
-                if line:
+            # The end of the first event line: nothing is buffered (any line length is cheap).
+            for chunk in response.iter_content(chunk_size=None):
+                if b"\n" in chunk:
                     return
         except (OSError, requests.RequestException) as error:
             if not self._interrupted:

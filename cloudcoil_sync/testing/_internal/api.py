@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from dataclasses import dataclass
@@ -16,10 +17,12 @@ from cloudcoil_sync.testing._internal import status as st
 from cloudcoil_sync.testing._internal.access_reviews import REVIEWS, review
 from cloudcoil_sync.testing._internal.backend import Backend, LogEntry
 from cloudcoil_sync.testing._internal.crud import Req
-from cloudcoil_sync.testing._internal.http import Exchange
+from cloudcoil_sync.testing._internal.deletion import CRD_KEY
+from cloudcoil_sync.testing._internal.http import BodyTooLarge, Exchange
 from cloudcoil_sync.testing._internal.identity import (
     SELF_ACCESS_REVIEWS,
     impersonated,
+    non_resource_reason,
     self_access_review,
 )
 from cloudcoil_sync.testing._internal.rbac import Attributes, User
@@ -31,7 +34,21 @@ from cloudcoil_sync.testing._internal.watch import Watch, serve
 __all__ = ["LogEntry", "handle"]
 
 JSON = dict[str, Any]
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+# A YAML body becomes at most this many JSON values (aliases are expanded, so a few bytes of
+# anchors could otherwise stand for billions of them).
+_MAX_YAML_VALUES = 1_000_000
+
+
+class _Loader(_SafeLoader):  # type: ignore[misc]
+    """Safe YAML as kube-apiserver reads it (sigs.k8s.io/yaml): an unquoted date stays a
+    string; explicit tags with no JSON form (!!binary, !!timestamp, !!set) are refused."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP]
+        for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
+    }
 
 
 @dataclass
@@ -49,10 +66,68 @@ def _parse_body(raw: bytes, content_type: str) -> Any:
         return protobuf.decode(raw)
     try:
         if "yaml" in content_type:
-            return yaml.load(raw, Loader=_Loader)
+            return _json_tree(yaml.load(raw, Loader=_Loader))
         return codec.loads(raw)  # strict, as the API server: no NaN, valid UTF-8 only
-    except (ValueError, yaml.YAMLError) as exc:
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:
         raise st.bad_request(f"the body of the request could not be decoded: {exc}") from exc
+
+
+def _json_tree(root: Any) -> Any:
+    """A fresh JSON tree (no shared or cyclic parts) of decoded YAML; ValueError naming a
+    value with no JSON form. Iterative: no depth limit but the value count."""
+    if type(root) is not dict and type(root) is not list:
+        return _json_scalar(root)
+    tree: Any = {} if type(root) is dict else []
+    stack: list[tuple[Any, Any]] = [(root, tree)]
+    count = 0
+    while stack:
+        source, target = stack.pop()
+        is_dict = type(source) is dict
+        for key, value in source.items() if is_dict else enumerate(source):
+            count += 1
+            if count > _MAX_YAML_VALUES:
+                raise ValueError(f"more than {_MAX_YAML_VALUES} values once aliases are expanded")
+            if type(value) is dict or type(value) is list:
+                copy: Any = {} if type(value) is dict else []
+                stack.append((value, copy))
+            else:
+                copy = _json_scalar(value)
+            if is_dict:
+                target[_json_key(key)] = copy
+            else:
+                target.append(copy)
+    return tree
+
+
+def _json_scalar(value: Any) -> Any:
+    if value is None or type(value) in (str, int, bool):
+        return value
+    if type(value) is float and math.isfinite(value):
+        return value
+    shown = repr(value)[:40]
+    raise ValueError(f"{shown} ({type(value).__name__}) has no JSON form")
+
+
+def _json_key(key: Any) -> str:
+    """A mapping key as sigs.k8s.io/yaml turns it into JSON: numbers and booleans as text."""
+    if type(key) is str:
+        return key
+    if type(key) is bool:
+        return "true" if key else "false"
+    if type(key) is int or (type(key) is float and math.isfinite(key)):
+        return str(key)
+    raise ValueError(f"a mapping key {repr(key)[:40]} has no JSON form")
+
+
+def _non_resource_access(emu: Backend, user: User, method: str, path: str) -> None:
+    """kube-apiserver's RBAC for a non-resource path: anonymous users may get only the public
+    information paths (system:public-info-viewer), authenticated ones discovery too."""
+    if not user.admin and "system:authenticated" in user.groups and path == "/":
+        return  # the path list: the emulator's own, open to any authenticated user
+    verb = method.lower() if method != "HEAD" else "get"
+    if non_resource_reason(emu.authorizer, user, verb, path) is None:
+        message = f'forbidden: User "{user.name}" cannot {verb} path "{path}"'
+        raise st.ApiError(403, "Forbidden", message, {})
 
 
 def _route(emu: Backend, parts: list[str]) -> Route | None:
@@ -164,15 +239,17 @@ def handle(emu: Backend, ex: Exchange) -> None:
         if delay:
             time.sleep(delay)
         if error is not None:
-            ex.body()
             raise error
-        if user is None:
-            ex.body()
+        if user is None:  # answered without reading the body, as kube-apiserver does
             raise st.unauthorized()
         user = impersonated(emu.authorizer, user, ex.headers)
         _dispatch(emu, ex, url.path, query, user)
     except st.ApiError as err:
         _respond_error(ex, err)
+    except BodyTooLarge as err:
+        _respond_error(
+            ex, st.ApiError(413, "RequestEntityTooLarge", f"Request entity too large: {err}")
+        )
     except (OSError, ValueError):
         ex.close_connection = True
     except Exception:
@@ -204,12 +281,12 @@ def _selected_name(query: dict[str, str]) -> str:
 
 def _dispatch(emu: Backend, ex: Exchange, path: str, query: dict[str, str], user: User) -> None:
     parts = [unquote(p) for p in path.split("/") if p]  # names may be escaped (system%3Ax)
-    raw = ex.body()
-    if not parts:
-        ex.respond(200, dumps({"paths": ["/api", "/apis", "/version"]}))
-        return
-    route = _route(emu, parts) if parts[0] in ("api", "apis") else None
+    route = _route(emu, parts) if parts[:1] in (["api"], ["apis"]) else None
     if route is None:
+        _non_resource_access(emu, user, ex.method, "/" + "/".join(parts))
+        if not parts:
+            ex.respond(200, dumps({"paths": ["/api", "/apis", "/version"]}))
+            return
         if _discovery(emu, ex, parts):
             return
         raise st.ApiError(404, "NotFound", "the server could not find the requested resource", {})
@@ -219,7 +296,6 @@ def _dispatch(emu: Backend, ex: Exchange, path: str, query: dict[str, str], user
     if route.rt.namespaced and not route.namespace and verb not in ("list", "watch"):
         raise st.ApiError(404, "NotFound", "the server could not find the requested resource", {})
     ctype = ex.headers.get("Content-Type", "application/json")
-    body = _parse_body(raw, ctype)
     name = route.name or (_selected_name(query) if verb in ("list", "watch") else "")
     attrs = Attributes(
         verb, route.rt.group, route.rt.plural, route.subresource, route.namespace, name
@@ -235,6 +311,7 @@ def _dispatch(emu: Backend, ex: Exchange, path: str, query: dict[str, str], user
             route.namespace,
             route.subresource,
         )
+    body = _parse_body(ex.body(), ctype)  # read once authorized, as kube-apiserver does
     req = Req(
         route.rt,
         route.namespace,
@@ -276,6 +353,8 @@ def _execute(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
         raise st.method_not_allowed()
     if slots is not None:
         slots.serve(verb)  # before the write: its watch event leaves when it is answered
+    if verb == "create" and not req.rt.builtin:
+        _check_not_terminating(emu, req.rt)
     if verb in ("create", "update", "patch", "delete"):
         emu.admit(verb, req)
     if verb == "create":
@@ -289,6 +368,14 @@ def _execute(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
     else:
         status, result = 200, objects.delete_collection(req)
     ex.respond(status, _encode(emu, req, result))
+
+
+def _check_not_terminating(emu: Backend, rt: ResourceType) -> None:
+    """kube-apiserver refuses new custom resources while their CRD is being deleted."""
+    crd = emu.store.get(CRD_KEY, "", f"{rt.plural}.{rt.group}")
+    if crd is not None and crd["metadata"].get("deletionTimestamp"):
+        message = "create not allowed while custom resource definition is terminating"
+        raise st.ApiError(405, "MethodNotAllowed", message, {})
 
 
 def _read(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cloudcoil_sync.testing._internal.crud import Objects, Req, now_iso
+from cloudcoil_sync.testing._internal.deletion import CRD_CLEANUP, set_condition
 from cloudcoil_sync.testing._internal.resources import Registry, ResourceType, crd_types
 from cloudcoil_sync.testing._internal.status import ApiError
 from cloudcoil_sync.testing._internal.store import Store, WatchEvent
@@ -39,6 +40,8 @@ class Controllers:
         self._uids: dict[str, Ref] = {}
         self._thread: threading.Thread | None = None
         self.crd_hook: Callable[[JSON], None] | None = None
+        # Storage keys of the custom resources of CRDs being deleted -> the CRD's name.
+        self._terminating: dict[tuple[str, str], str] = {}
         store.listeners.append(self.observe)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -105,7 +108,10 @@ class Controllers:
             if ref[1]:
                 self._queue.put(("namespace", ref[1]))
             if ev.key == CRD_KEY:
+                self._terminating.pop(_served_key(ev.obj), None)
                 self._queue.put(("crd_removed", ev.obj))
+            elif ev.key in self._terminating:  # one custom resource fewer to wait for
+                self._queue.put(("crd_cleanup", self._terminating[ev.key]))
             return
         self._uids[uid] = ref
         owners = {o.get("uid", "") for o in meta.get("ownerReferences") or []}
@@ -127,6 +133,9 @@ class Controllers:
                 self._queue.put(("orphan", ref))
             if ev.key == NS_KEY:
                 self._queue.put(("namespace", meta["name"]))
+            if ev.key == CRD_KEY and CRD_CLEANUP in finalizers:
+                self._terminating[_served_key(ev.obj)] = meta["name"]
+                self._queue.put(("crd_cleanup", meta["name"]))
         if ev.key == CRD_KEY:
             if ev.type == "ADDED":
                 # Served as soon as the create returns (kube: a few ms later), so clients that
@@ -286,8 +295,47 @@ class Controllers:
         for rt in crd_types(crd):
             self.registry.add(rt)
 
+    def _do_crd_cleanup(self, name: str) -> None:
+        """A CRD being deleted: delete its custom resources (their finalizers still hold
+        them), and remove its finalizer once none is left, as apiextensions' finalizer does."""
+        crd = self.store.get(CRD_KEY, "", name)
+        if crd is None or CRD_CLEANUP not in (crd["metadata"].get("finalizers") or []):
+            return
+        key = _served_key(crd)
+        entries, _ = self.store.scan(key, None)
+        for entry in entries:
+            meta = entry.obj["metadata"]
+            if not meta.get("deletionTimestamp"):
+                self._delete((key, meta.get("namespace", ""), meta["name"]))
+        left = len(self.store.scan(key, None)[0])
+        crd_rt = self._type(CRD_KEY)
+        if crd_rt is None:
+            return
+        new = copy.deepcopy(crd)
+        if left:
+            message = f"could not confirm zero CustomResources remaining: {left} left"
+            if set_condition(new, "Terminating", "True", "InstanceDeletionCheck", message):
+                self.objects.update(Req(crd_rt, "", name, "status"), new, crd)
+            return
+        set_condition(
+            new, "Terminating", "False", "InstanceDeletionCompleted", "removed all instances"
+        )
+        crd = self.objects.update(Req(crd_rt, "", name, "status"), new, crd)
+        stored = self.store.get(CRD_KEY, "", name)
+        if stored is not None:
+            done = copy.deepcopy(stored)
+            finalizers = done["metadata"].get("finalizers") or []
+            done["metadata"]["finalizers"] = [f for f in finalizers if f != CRD_CLEANUP]
+            self.objects.update(Req(crd_rt, "", name), done, stored)
+
     def _do_crd_removed(self, crd: JSON) -> None:
         spec = crd.get("spec") or {}
         group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
         self.registry.remove_group_plural(group, plural)
         self.store.drop_key((group, plural))
+
+
+def _served_key(crd: JSON) -> tuple[str, str]:
+    """The storage key of a CRD's custom resources: (group, plural)."""
+    spec = crd.get("spec") or {}
+    return spec.get("group", ""), (spec.get("names") or {}).get("plural", "")

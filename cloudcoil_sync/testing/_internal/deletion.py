@@ -11,9 +11,12 @@ from cloudcoil_sync.testing._internal.selectors import field_selector, label_sel
 from cloudcoil_sync.testing._internal.store import Store
 from cloudcoil_sync.testing._internal.validation import from_storage
 
-__all__ = ["delete", "delete_collection"]
+__all__ = ["CRD_CLEANUP", "CRD_KEY", "delete", "delete_collection", "set_condition"]
 
 JSON = dict[str, Any]
+CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+# kube-apiserver puts it on a CRD at its deletion; removed once its custom resources are gone.
+CRD_CLEANUP = "customresourcecleanup.apiextensions.k8s.io"
 
 
 def delete(store: Store, req: Req) -> tuple[int, JSON]:
@@ -50,6 +53,9 @@ def delete(store: Store, req: Req) -> tuple[int, JSON]:
             finalizers.append("foregroundDeletion")
         elif policy == "Orphan" and "orphan" not in finalizers:
             finalizers.append("orphan")
+        crd = rt.key == CRD_KEY and not meta.get("deletionTimestamp")
+        if crd and CRD_CLEANUP not in finalizers:
+            finalizers.append(CRD_CLEANUP)
         if rt.plural == "namespaces" and not rt.group:
             return 200, _terminate_namespace(store, req, old)
         if not finalizers:
@@ -64,9 +70,46 @@ def delete(store: Store, req: Req) -> tuple[int, JSON]:
         new_meta["finalizers"] = finalizers
         new_meta.setdefault("deletionTimestamp", now_iso())
         new_meta.setdefault("deletionGracePeriodSeconds", 0)
+        if crd:
+            set_condition(
+                new,
+                "Terminating",
+                "True",
+                "InstanceDeletionPending",
+                "CustomResourceDefinition marked for deletion; CustomResource deletion will "
+                "begin soon",
+            )
         if req.dry_run:
             return 200, from_storage(rt, new)
         return 200, from_storage(rt, store.put(rt.key, new, old))
+
+
+def set_condition(obj: JSON, kind: str, status: str, reason: str, message: str) -> bool:
+    """Set a status condition of ``obj`` (its transition time when the status changes);
+    whether anything changed."""
+    conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+    for condition in conditions:
+        if condition.get("type") == kind:
+            if (condition.get("status"), condition.get("reason"), condition.get("message")) == (
+                status,
+                reason,
+                message,
+            ):
+                return False
+            if condition.get("status") != status:
+                condition["lastTransitionTime"] = now_iso()
+            condition.update(status=status, reason=reason, message=message)
+            return True
+    conditions.append(
+        {
+            "type": kind,
+            "status": status,
+            "lastTransitionTime": now_iso(),
+            "reason": reason,
+            "message": message,
+        }
+    )
+    return True
 
 
 def _terminate_namespace(store: Store, req: Req, old: JSON) -> JSON:

@@ -246,11 +246,12 @@ class Emulator:
         """The CA of the serving certificate (None without TLS)."""
         return self._ca
 
-    def save_state(self, path: str) -> None:
-        """Write objects, resourceVersion and tokens to ``path`` (see ``state.py``)."""
+    def save_state(self, path: str) -> list[str]:
+        """Write objects, resourceVersion and tokens to ``path`` atomically (see ``state.py``);
+        the objects that could not be encoded (left out, the rest saved)."""
         from cloudcoil_sync.testing._internal.state import save_state
 
-        save_state(self, path)
+        return save_state(self, path)
 
     @classmethod
     def from_state(cls, path: str, **options: Any) -> Emulator:

@@ -14,7 +14,18 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Exchange", "HTTPServer"]
+__all__ = ["MAX_BODY_BYTES", "BodyTooLarge", "Exchange", "HTTPServer"]
+
+# kube-apiserver's limit on a request body (MaxRequestBodyBytes); checked before reading.
+MAX_BODY_BYTES = 3 * 1024 * 1024
+# What an unread body may be drained before the next request, as Go's net/http does (256 KiB);
+# past it the connection is closed instead.
+_DRAIN_BYTES = 256 * 1024
+
+
+class BodyTooLarge(ValueError):
+    """The request body is over MAX_BODY_BYTES (the connection closes after the answer)."""
+
 
 _REASONS = {
     200: "OK",
@@ -27,6 +38,7 @@ _REASONS = {
     405: "Method Not Allowed",
     409: "Conflict",
     410: "Gone",
+    413: "Request Entity Too Large",
     415: "Unsupported Media Type",
     422: "Unprocessable Entity",
     429: "Too Many Requests",
@@ -63,12 +75,16 @@ class Exchange:
         self._body_read = False
 
     def body(self) -> bytes:
+        """The request body; BodyTooLarge (nothing more read) when it is over MAX_BODY_BYTES."""
         if self._body_read:
             return b""
+        length = self._declared_length()
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True  # the rest is never read
+            raise BodyTooLarge(f"limit is {MAX_BODY_BYTES}")
         self._body_read = True
         if self.headers.get("expect", "").lower() == "100-continue":
             self._send(b"HTTP/1.1 100 Continue\r\n\r\n")
-        length = int(self.headers.get("content-length") or 0)
         if length:
             data: bytes = self._rfile.read(length)
             return data
@@ -76,15 +92,49 @@ class Exchange:
             return self._read_chunked()
         return b""
 
+    def discard_body(self) -> None:
+        """Drop an unread body before the next request; a large or chunked one closes the
+        connection instead of being read."""
+        if self._body_read:
+            return
+        if self._too_large_to_drain():
+            self.close_connection = True
+            return
+        self.body()
+
+    def _too_large_to_drain(self) -> bool:
+        if self._body_read:
+            return False
+        if self.headers.get("transfer-encoding", "").lower() == "chunked":
+            return True
+        try:
+            return self._declared_length() > _DRAIN_BYTES
+        except ValueError:
+            return True
+
+    def _declared_length(self) -> int:
+        try:
+            length = int(self.headers.get("content-length") or 0)
+        except ValueError:
+            raise ValueError("malformed Content-Length") from None
+        if length < 0:
+            raise ValueError("malformed Content-Length")
+        return length
+
     def _read_chunked(self) -> bytes:
         parts: list[bytes] = []
+        total = 0
         while True:
-            size = int(self._rfile.readline().split(b";")[0].strip() or b"0", 16)
+            size = int(self._rfile.readline(1024).split(b";")[0].strip() or b"0", 16)
             if size == 0:
-                self._rfile.readline()
+                self._rfile.readline(1024)
                 return b"".join(parts)
+            total += size
+            if total > MAX_BODY_BYTES:
+                self.close_connection = True
+                raise BodyTooLarge(f"limit is {MAX_BODY_BYTES}")
             parts.append(self._rfile.read(size))
-            self._rfile.readline()
+            self._rfile.readline(1024)
 
     def respond(
         self,
@@ -95,6 +145,8 @@ class Exchange:
     ) -> None:
         self.status = status
         self.before_send(status)
+        if self._too_large_to_drain():  # answered without its body: say the connection ends
+            self.close_connection = True
         lines = [
             f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
             f"Content-Type: {content_type}",
@@ -185,9 +237,10 @@ def serve_connection(sock: socket.socket, app: Callable[[Exchange], None]) -> No
             if version == "HTTP/1.0":
                 exchange.close_connection = True
             app(exchange)
+            if not exchange.close_connection:
+                exchange.discard_body()  # before the next request (or close instead)
             if exchange.close_connection:
                 return
-            exchange.body()  # drain an unread body before the next request
     finally:
         rfile.close()
 

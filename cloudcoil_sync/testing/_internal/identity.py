@@ -7,7 +7,9 @@ not supported (a 400 says so). A SelfSubjectAccessReview is answered for the (po
 impersonated) caller from the same RBAC evaluation as its requests; every authenticated user
 may create one. Non-resource URLs are allowed by ClusterRole ``nonResourceURLs`` rules bound
 cluster-wide (exact paths, or a prefix ending in ``*``); the discovery, version, OpenAPI and
-health paths are open to every authenticated user, as the emulator serves them.
+health paths are open to every authenticated user, as the emulator serves them, and anonymous
+users may get ``/version``, ``/healthz``, ``/livez`` and ``/readyz`` only (403 elsewhere), as
+kube-apiserver 1.32's bootstrap RBAC allows.
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ __all__ = [
 JSON = dict[str, Any]
 SELF_ACCESS_REVIEWS = ("authorization.k8s.io", "selfsubjectaccessreviews")
 _OPEN_PATHS = ("/api", "/apis", "/version", "/healthz", "/readyz", "/livez", "/openapi")
+# kube-apiserver 1.32's system:public-info-viewer, bound to system:authenticated and
+# system:unauthenticated: all that anonymous users may get.
+_PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/"})
+_PUBLIC = (
+    'RBAC: allowed by ClusterRoleBinding "system:public-info-viewer" of ClusterRole '
+    '"system:public-info-viewer" to Group "system:unauthenticated"'
+)
 # kube-apiserver grants the open paths by its bootstrap binding system:discovery.
 _DISCOVERY = (
     'RBAC: allowed by ClusterRoleBinding "system:discovery" of ClusterRole "system:discovery" '
@@ -150,6 +159,8 @@ def non_resource_reason(authorizer: Authorizer, user: User, verb: str, path: str
     """Why ``user`` may ``verb`` the non-resource ``path``; None if it may not."""
     if user.admin or "system:masters" in user.groups:
         return MASTERS
+    if verb == "get" and path in _PUBLIC_PATHS and "system:unauthenticated" in user.groups:
+        return _PUBLIC
     if verb == "get" and any(path == p or path.startswith(p + "/") for p in _OPEN_PATHS):
         return _DISCOVERY if "system:authenticated" in user.groups else None
     for scope, rules, reason in authorizer.explained_grants(user):

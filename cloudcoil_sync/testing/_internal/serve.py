@@ -206,11 +206,20 @@ def serve(
         finally:
             emulator.stop()
             if state:
-                emulator.save_state(state)
-                click.echo(f"State saved to {os.path.abspath(state)}", err=True)
+                _save(emulator, state)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _save(emulator: Emulator, path: str) -> None:
+    try:
+        skipped = emulator.save_state(path)
+    except OSError as exc:
+        raise click.ClickException(f"cannot save the state to {path}: {exc.strerror}") from None
+    for what in skipped:
+        click.echo(f"Not saved (no JSON form): {what}", err=True)
+    click.echo(f"State saved to {os.path.abspath(path)}", err=True)
 
 
 @cli.command(help="Mint a token for a ServiceAccount (TokenRequest) and print it or a kubeconfig.")
@@ -220,9 +229,8 @@ def serve(
     "--kubeconfig",
     "kubeconfig_path",
     type=click.Path(dir_okay=False),
-    default=DEFAULT_KUBECONFIG,
-    show_default=True,
-    help="The admin kubeconfig that serve wrote.",
+    help=f"The admin kubeconfig that serve wrote [default: the first file of $KUBECONFIG, "
+    f"else {DEFAULT_KUBECONFIG}].",
 )
 @click.option(
     "--write-kubeconfig",
@@ -230,9 +238,12 @@ def serve(
     type=click.Path(dir_okay=False),
     help="Write a kubeconfig for the ServiceAccount here instead of printing the token.",
 )
-def token(service_account: str, namespace: str, kubeconfig_path: str, output: str | None) -> None:
+def token(
+    service_account: str, namespace: str, kubeconfig_path: str | None, output: str | None
+) -> None:
     from cloudcoil_sync.client import ClientError, Config
 
+    kubeconfig_path = kubeconfig_path or _environment_kubeconfig()
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
     path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
     try:
@@ -249,6 +260,14 @@ def token(service_account: str, namespace: str, kubeconfig_path: str, output: st
     for context in admin.get("contexts") or []:
         context["context"]["namespace"] = namespace
     write_kubeconfig(output, admin)
+
+
+def _environment_kubeconfig() -> str:
+    """The first existing file of ``$KUBECONFIG`` (as kubectl's first in its merge order),
+    else its first entry, else serve's default."""
+    entries = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    existing = [p for p in entries if os.path.isfile(p)]
+    return (existing or entries or [DEFAULT_KUBECONFIG])[0]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -63,19 +63,34 @@ def snapshot(emu: Backend) -> JSON:
     }
 
 
-def save_state(emu: Backend, path: str) -> None:
-    """Write the emulator's state to ``path`` atomically (owner-only: it holds tokens)."""
-    data = json.dumps(snapshot(emu), separators=(",", ":")).encode()
+def save_state(emu: Backend, path: str) -> list[str]:
+    """Write the emulator's state to ``path`` atomically (a temporary file renamed over it,
+    owner-only: it holds tokens); an object that cannot be encoded is left out rather than
+    losing the rest. Returns what was left out (``group/resource namespace/name: why``)."""
+    state = snapshot(emu)
+    objects, skipped = [], []
+    for entry in state.pop("objects"):
+        try:
+            objects.append(json.dumps(entry, separators=(",", ":"), allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            meta = entry["object"].get("metadata") or {}
+            where = f"{meta.get('namespace', '')}/{meta.get('name', '')}".lstrip("/")
+            skipped.append(f"{entry['group']}/{entry['resource']} {where}: {exc}")
+    head = json.dumps(state, separators=(",", ":"))[:-1]  # the object, still open
+    data = f'{head},"objects":[{",".join(objects)}]}}'.encode()
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".state-", dir=folder)
     try:
         with os.fdopen(fd, "wb") as stream:
             stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())  # on disk before it replaces the previous state
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    return skipped
 
 
 def read_state(path: str) -> JSON:
