@@ -164,7 +164,7 @@ class AdmissionWebhook(AdmissionRoutes):
             resource = None if route.patches else _typed(route, review.get("object"))
             old_resource = None if route.patches else _typed(route, review.get("oldObject"))
         except ValidationError as error:
-            return 200, _response(uid, False, status=_invalid_status(error))
+            return 200, _response(uid, False, status=_invalid_status(error, route, review))
         request: AdmissionRequest[Any] = AdmissionRequest(
             uid=uid,
             operation=review["operation"],
@@ -197,7 +197,11 @@ class AdmissionWebhook(AdmissionRoutes):
         try:
             patch = _patch(route, received, before, outcome)
         except Exception:
-            log.exception("Admission handler %s returned an unusable result", _name(route))
+            log.exception(
+                "Admission handler %s returned an unusable result for %s",
+                _name(route),
+                _subject(route, request),
+            )
             return 500, {"message": _FAILED}
         if not patch:
             return 200, _response(uid, True)
@@ -221,15 +225,18 @@ class AdmissionWebhook(AdmissionRoutes):
         except HandlerTimeout as timeout:
             if timeout.abandoned and late is None:  # else logged when the 504 went out
                 log.warning(
-                    "Admission handler %s exceeded its %ss deadline; abandoned",
+                    "Admission handler %s exceeded its %ss deadline; abandoned (%s)",
                     _name(route),
                     route.timeout_seconds,
+                    _subject(route, request),
                 )
             return 504, {"message": "Admission webhook timed out"}
         except AdmissionDenied as denied:
             return denied
         except BaseException:  # even SystemExit from a handler is the handler's defect
-            log.exception("Admission handler %s failed", _name(route))
+            log.exception(
+                "Admission handler %s failed on %s", _name(route), _subject(route, request)
+            )
             return 500, {"message": _FAILED}
 
     def _run_here(
@@ -245,9 +252,10 @@ class AdmissionWebhook(AdmissionRoutes):
 
         def fired() -> None:
             log.warning(
-                "Admission handler %s exceeded its %ss deadline; abandoned",
+                "Admission handler %s exceeded its %ss deadline; abandoned (%s)",
                 _name(route),
                 route.timeout_seconds,
+                _subject(route, request),
             )
 
         timer = late(deadline, _STATUS[504], _TIMED_OUT_HEADERS, _TIMED_OUT_BODY, fired)
@@ -304,6 +312,12 @@ def _name(route: Route) -> str:
     return f"{getattr(handler, '__qualname__', handler)!s} ({route.path})"
 
 
+def _subject(route: Route, request: AdmissionRequest[Any]) -> str:
+    """What a log line is about: `CREATE Kind namespace/name`."""
+    where = f"{request.namespace}/{request.name}" if request.namespace else request.name
+    return f"{request.operation} {route.model.__name__} {where or '<unnamed>'}"
+
+
 def _typed(route: Route, raw: dict[str, Any] | None) -> Resource | None:
     return None if raw is None else route.model.model_validate(raw)
 
@@ -357,12 +371,30 @@ def _response(uid: str, allowed: bool, **fields: Any) -> dict[str, Any]:
     }
 
 
-def _invalid_status(error: ValidationError) -> dict[str, Any]:
+def _invalid_status(error: ValidationError, route: Route, review: dict[str, Any]) -> dict[str, Any]:
+    """A denial naming the fields the operator's model rejects, and that the handler of this
+    route therefore did not run (so the message is not mistaken for the handler's verdict)."""
     problems = [
         (".".join(str(part) for part in item["loc"]) or "<root>", item["msg"])
         for item in error.errors(include_url=False, include_input=False)
     ]
     summary = "; ".join(f"{where}: {message}" for where, message in problems[:3])
+    kind = (review.get("kind") or {}).get("kind") or route.model.__name__
+    namespace, name = review.get("namespace") or "", review.get("name") or "<unnamed>"
+    subject = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    role = "mutating" if route.mutation else "validating"
+    log.info(
+        "Denied %s %s on %s: it does not fit the %s model (%s); handler not run",
+        review.get("operation"),
+        subject,
+        route.path,
+        route.model.__name__,
+        summary,
+    )
+    message = (
+        f"{subject} does not fit the operator's {route.model.__name__} model, so its "
+        f"{role} admission handler {_name(route)} did not run: {summary}"
+    )
     causes = [
         {"reason": "FieldValueInvalid", "field": where[:256], "message": message[:256]}
         for where, message in problems[:20]
@@ -370,7 +402,7 @@ def _invalid_status(error: ValidationError) -> dict[str, Any]:
     return {
         "code": 422,
         "reason": "Invalid",
-        "message": f"Invalid resource: {summary}",
+        "message": message,
         "details": {"causes": causes},
     }
 
