@@ -322,9 +322,9 @@ class PassRunner(Generic[T]):
         if isinstance(error, PassTimedOut):
             self._log.error("Reconcile of %s timed out; its result was discarded", key)
         elif isinstance(error, PassFenced):
-            self._log.warning("Reconcile of %s stopped writing (%s): %s", key, error.cause, error)
             if self._metrics is not None:
                 self._metrics.fenced(error.cause)
+            self._log.warning("Reconcile of %s stopped writing (%s): %s", key, error.cause, error)
             self._queue.retry(key)  # its failure cannot be written either
             return Outcome("error", error=error)
         elif isinstance(error, InvalidObject):
