@@ -307,6 +307,24 @@ def test_a_mutating_route_names_itself_and_the_fields_when_the_model_rejects(
     assert "data.a" in line.getMessage()
 
 
+def test_a_deleting_object_the_model_rejects_can_lose_its_finalizers(
+    webhook: AdmissionWebhook, handlers: Handlers
+) -> None:
+    """Else an object stored invalid could never be deleted past a finalizer."""
+    deleting = config_map(data={"a": 1})
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    old = {**deleting, "metadata": {**deleting["metadata"], "finalizers": ["example.com/x"]}}
+    for path in ("/validate/cm", "/mutate/cm"):
+        status, _, document = call(webhook, path, review("UPDATE", obj=deleting, old=old))
+        assert status == 200 and response_of(document) == {"uid": "review-1", "allowed": True}
+    assert handlers.requests == []
+    # Not being deleted: still denied.
+    status, _, document = call(
+        webhook, "/validate/cm", review("UPDATE", obj=config_map(data={"a": 1}), old=old)
+    )
+    assert response_of(document)["allowed"] is False
+
+
 def test_validator_allows_and_sees_the_request(
     webhook: AdmissionWebhook, handlers: Handlers
 ) -> None:
