@@ -319,10 +319,18 @@ def test_a_deleting_object_the_model_rejects_can_lose_its_finalizers(
         assert status == 200 and response_of(document) == {"uid": "review-1", "allowed": True}
     assert handlers.requests == []
     # Not being deleted: still denied.
-    status, _, document = call(
-        webhook, "/validate/cm", review("UPDATE", obj=config_map(data={"a": 1}), old=old)
-    )
+    invalid = config_map(data={"a": 1})
+    status, _, document = call(webhook, "/validate/cm", review("UPDATE", obj=invalid, old=old))
     assert response_of(document)["allowed"] is False
+    # Deleting it is allowed (its handler cannot judge it), ...
+    status, _, document = call(webhook, "/validate/cm", review("DELETE", obj=None, old=invalid))
+    assert response_of(document)["allowed"] is True and handlers.requests == []
+    # ... and the update that fixes it is judged on the new object alone.
+    fixed = config_map(data={"a": "1"})
+    status, _, document = call(webhook, "/validate/cm", review("UPDATE", obj=fixed, old=invalid))
+    assert response_of(document)["allowed"] is True
+    (request,) = handlers.requests
+    assert request.resource is not None and request.old_resource is None
 
 
 def test_validator_allows_and_sees_the_request(

@@ -162,7 +162,7 @@ class AdmissionWebhook(AdmissionRoutes):
         uid = review["uid"]
         try:  # a `patches` route reads the raw JSON: no model to build
             resource = None if route.patches else _typed(route, review.get("object"))
-            old_resource = None if route.patches else _typed(route, review.get("oldObject"))
+            old_resource = None if route.patches else _old(route, review)
         except ValidationError as error:
             if _deleting(review):  # e.g. removing the finalizer of an object that never fit
                 log.info("Allowed %s of a deleting object the model rejects", route.path)
@@ -315,8 +315,24 @@ def _name(route: Route) -> str:
     return f"{getattr(handler, '__qualname__', handler)!s} ({route.path})"
 
 
+def _old(route: Route, review: dict[str, Any]) -> Resource | None:
+    """The stored object, typed; None on an UPDATE when it never fit the model, so that the
+    update that fixes it is judged on the new object alone (a DELETE of it is let through:
+    see `_deleting`)."""
+    try:
+        return _typed(route, review.get("oldObject"))
+    except ValidationError:
+        if review.get("operation") != "UPDATE":
+            raise
+        log.info("%s: the stored object does not fit the model; old_resource is None", route.path)
+        return None
+
+
 def _deleting(review: dict[str, Any]) -> bool:
-    """An UPDATE of an object already being deleted (only its finalizers can still change)."""
+    """A DELETE, or an UPDATE of an object already being deleted (only its finalizers can
+    still change): an object that never fit the model must still be removable."""
+    if review.get("operation") == "DELETE":
+        return True
     obj = review.get("object")
     metadata = obj.get("metadata") if isinstance(obj, dict) else None
     return (
