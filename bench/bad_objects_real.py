@@ -9,7 +9,8 @@ Given KUBECONFIG (a real API server; nothing else is touched but what this scrip
 2. the operator as a subprocess (``python op.py run``, leader election on), restarted once
    with SIGTERM: it must stay up, converge the 20 valid objects (``Ready=True``) and put
    ``Ready=False``/``InvalidObject`` (naming ``spec.target``) and a Warning Event on the bad
-   one, and the mapper must run on a ConfigMap change after each start;
+   one, and the mapper must run on a ConfigMap change after each start; fixed, the bad
+   object must become Ready at once (it is looked at again when it changes);
 3. an operator with two controllers for one kind: ``manifests`` and ``run`` must fail at
    definition, naming both;
 4. an operator whose Lease namespace does not exist: the WARNING must come within 5 s.
@@ -232,6 +233,18 @@ def mapper_runs(config: Config, op: Operator, tag: str, figures: dict[str, Any])
         raise SystemExit(f"FAILED: {tag}: the operator exited after a mapper event")
 
 
+def fix_the_bad_one(api: Any, op: Operator, figures: dict[str, Any]) -> None:
+    """Fixed, the bad object is reconciled at once (it is looked at again when it changes)."""
+    api.merge_patch("bad", {"spec": {"target": "fixed", "replicas": 2}}, namespace=NAMESPACE)
+
+    def fixed() -> bool:
+        return ready(api.get("bad", namespace=NAMESPACE)).get("status") == "True"
+
+    figures["fixed_bad_ready_s"] = round(wait(fixed, 60, "the fixed object Ready"), 2)
+    if op.proc.poll() is not None:
+        raise SystemExit("FAILED: the operator exited")
+
+
 def start_and_check(
     config: Config, api: Any, script: Path, log: Path, tag: str, valid: int, figures: dict[str, Any]
 ) -> None:
@@ -249,6 +262,8 @@ def start_and_check(
         figures[f"{tag}_running_from_start_s"] = after_start(op.text(), "Operator op is running")
         converge(config, api, op, valid, figures, tag)
         mapper_runs(config, op, tag, figures)
+        if tag == "after_restart":
+            fix_the_bad_one(api, op, figures)
         figures[f"{tag}_up_s"] = round(time.monotonic() - started, 2)
     finally:
         figures[f"{tag}_exit_code"] = op.stop()
