@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from cloudcoil_sync.client._internal.errors import ClientError
+from cloudcoil_sync.client._internal.errors import ClientError, TransportError
 from cloudcoil_sync.crd._internal.decorator import resource_options
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ def warn_outside_scope(
         if watched is None or not resource_options(controller.resource):
             continue
         found = _namespaces(controller, config)
+        if found is None:
+            break  # the server is unreachable: do not delay the start once per controller
         outside = sorted(found - {watched})
         if not outside:
             continue
@@ -58,8 +60,9 @@ def warn_outside_scope(
     return warnings
 
 
-def _namespaces(controller: Controller[Any], config: Config) -> set[str]:
-    """Namespaces of the kind's objects in the first page of a cluster-wide list."""
+def _namespaces(controller: Controller[Any], config: Config) -> set[str] | None:
+    """Namespaces of the kind's objects in the first page of a cluster-wide list (None: the
+    API server could not be reached)."""
     try:
         mapping = config.client(controller.resource).mapping
         if not mapping.namespaced or not _may_list(config, mapping.group, mapping.plural):
@@ -74,7 +77,7 @@ def _namespaces(controller: Controller[Any], config: Config) -> set[str]:
         )
     except ClientError as error:
         log.debug("Could not list %s across namespaces: %s", controller.resource.__name__, error)
-        return set()
+        return None if isinstance(error, TransportError) else set()
     items = body.get("items") if isinstance(body, dict) else None
     namespaces = set()
     for item in items if isinstance(items, list) else []:
