@@ -42,6 +42,7 @@ from cloudcoil_sync.client._internal.errors import (
 )
 from cloudcoil_sync.client._internal.exec_auth import ExecProvider
 from cloudcoil_sync.client._internal.fence import WriteFenced, fenced
+from cloudcoil_sync.client._internal.invalid import InvalidObject
 from cloudcoil_sync.client._internal.rest import UnknownKind
 from cloudcoil_sync.client._internal.watch import Watch, WatchEvent
 
@@ -61,6 +62,7 @@ __all__ = [
     "Forbidden",
     "Gone",
     "Invalid",
+    "InvalidObject",
     "ListResult",
     "NotFound",
     "ResourceClient",

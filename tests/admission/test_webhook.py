@@ -278,11 +278,59 @@ def test_model_invalid_object_is_denied_with_422(
     assert status == 200 and response["allowed"] is False and response["uid"] == "review-1"
     assert response["status"]["code"] == 422
     assert response["status"]["reason"] == "Invalid"
-    assert response["status"]["message"].startswith("Invalid resource: data.a: ")
+    message = response["status"]["message"]
+    assert message.startswith(
+        "ConfigMap default/settings does not fit the operator's ConfigMap model, so its "
+        "validating admission handler "
+    )
+    assert "(/validate/cm) did not run: data.a: " in message
     causes = response["status"]["details"]["causes"]
     assert [cause["field"] for cause in causes] == ["data.a", "data.b"]
     assert all(cause["reason"] == "FieldValueInvalid" for cause in causes)
     assert handlers.requests == []
+
+
+def test_a_mutating_route_names_itself_and_the_fields_when_the_model_rejects(
+    webhook: AdmissionWebhook, handlers: Handlers, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad = config_map(data={"a": 1})
+    with caplog.at_level(logging.INFO, logger="cloudcoil_sync.admission"):
+        status, _, document = call(webhook, "/mutate/cm", review(obj=bad))
+    response = response_of(document)
+    assert status == 200 and response["allowed"] is False
+    message = response["status"]["message"]
+    assert "mutating admission handler" in message and "(/mutate/cm) did not run" in message
+    assert "data.a: Input should be a valid string" in message
+    assert handlers.requests == []
+    (line,) = [r for r in caplog.records if r.getMessage().startswith("Denied")]
+    assert "ConfigMap default/settings on /mutate/cm" in line.getMessage()
+    assert "data.a" in line.getMessage()
+
+
+def test_a_deleting_object_the_model_rejects_can_lose_its_finalizers(
+    webhook: AdmissionWebhook, handlers: Handlers
+) -> None:
+    """Else an object stored invalid could never be deleted past a finalizer."""
+    deleting = config_map(data={"a": 1})
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    old = {**deleting, "metadata": {**deleting["metadata"], "finalizers": ["example.com/x"]}}
+    for path in ("/validate/cm", "/mutate/cm"):
+        status, _, document = call(webhook, path, review("UPDATE", obj=deleting, old=old))
+        assert status == 200 and response_of(document) == {"uid": "review-1", "allowed": True}
+    assert handlers.requests == []
+    # Not being deleted: still denied.
+    invalid = config_map(data={"a": 1})
+    status, _, document = call(webhook, "/validate/cm", review("UPDATE", obj=invalid, old=old))
+    assert response_of(document)["allowed"] is False
+    # Deleting it is allowed (its handler cannot judge it), ...
+    status, _, document = call(webhook, "/validate/cm", review("DELETE", obj=None, old=invalid))
+    assert response_of(document)["allowed"] is True and handlers.requests == []
+    # ... and the update that fixes it is judged on the new object alone.
+    fixed = config_map(data={"a": "1"})
+    status, _, document = call(webhook, "/validate/cm", review("UPDATE", obj=fixed, old=invalid))
+    assert response_of(document)["allowed"] is True
+    (request,) = handlers.requests
+    assert request.resource is not None and request.old_resource is None
 
 
 def test_validator_allows_and_sees_the_request(
@@ -349,6 +397,8 @@ def test_handler_crash_is_500_and_logged(
             {"message": "Admission webhook failed"},
         )
     assert "KeyError" in caplog.text and "/validate/cm" in caplog.text
+    (failed,) = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert "on CREATE ConfigMap default/settings" in failed.getMessage()  # the object
     # The webhook keeps serving.
     handlers.validate = lambda request: None
     assert call(webhook, "/validate/cm", review())[0] == 200

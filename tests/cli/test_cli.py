@@ -274,3 +274,11 @@ def test_script_subprocess_success_and_one_line_errors(tmp_path: Path) -> None:
     assert failed.returncode == 2
     assert failed.stderr.count("\n") == 1
     assert "ca_bundle must contain PEM certificate bytes" in failed.stderr
+
+
+def test_run_explains_missing_webhook_tls_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CLOUDCOIL_TLS_DIR", raising=False)
+    result = invoke(guard, "run")
+    one_line_error(result, 1, "Webhook TLS file does not exist: /var/run/cloudcoil/tls/tls.crt")
+    assert "Secret 'guard-tls'" in result.stderr
+    assert "certs --dir tls" in result.stderr and "run --tls-dir tls" in result.stderr

@@ -32,7 +32,7 @@ from cloudcoil_sync.testing._internal.serve import cli as emulator_cli
 
 DOCS = ROOT / "docs"
 GUIDE = ["index.md", "guide.md", "concepts.md", "cli.md", "rbac.md", "testing.md"]
-GUIDE += ["deployment.md", "migration.md"]
+GUIDE += ["deployment.md", "migration.md", "troubleshooting.md"]
 PAGES = ["README.md", *(f"docs/{page}" for page in GUIDE)]
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
 PROGRAMS = {"kubectl", "openssl", "docker", "kind", "pip", "export", "cd", "bash", "curl", "kill"}

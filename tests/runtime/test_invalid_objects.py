@@ -13,6 +13,7 @@ from cloudcoil.resources import Resource
 from pydantic import Field
 
 from cloudcoil_sync.client import Config
+from cloudcoil_sync.client import InvalidObject as ClientInvalidObject
 from cloudcoil_sync.controller import (
     Context,
     Controller,
@@ -161,6 +162,11 @@ def test_cached_reads_name_the_object_and_its_fields(kube_config: Config, harnes
     assert str(error) == (
         "Gadget default/bad does not fit the Gadget model: spec.target: Field required"
     )
+    # A live read (ctx.get, ctx.client) says the same, never a pydantic ValidationError.
+    with pytest.raises(InvalidObject, match="Gadget default/bad does not fit"):
+        kube_config.client(Gadget).get("bad")
+    with pytest.raises(ClientInvalidObject):
+        kube_config.client(Gadget).list()
 
 
 def test_mappers_wait_for_the_caches_they_read(

@@ -172,9 +172,12 @@ class AdmissionWebhook(AdmissionRoutes):
         uid = review["uid"]
         try:  # a `patches` route reads the raw JSON: no model to build
             resource = None if route.patches else _typed(route, review.get("object"))
-            old_resource = None if route.patches else _typed(route, review.get("oldObject"))
+            old_resource = None if route.patches else _old(route, review)
         except ValidationError as error:
-            return 200, _response(uid, False, status=_invalid_status(error))
+            if _deleting(review):  # e.g. removing the finalizer of an object that never fit
+                log.info("Allowed %s of a deleting object the model rejects", route.path)
+                return 200, _response(uid, True)
+            return 200, _response(uid, False, status=_invalid_status(error, route, review))
         request: AdmissionRequest[Any] = AdmissionRequest(
             uid=uid,
             operation=review["operation"],
@@ -207,7 +210,11 @@ class AdmissionWebhook(AdmissionRoutes):
         try:
             patch = _patch(route, received, before, outcome)
         except Exception:
-            log.exception("Admission handler %s returned an unusable result", _name(route))
+            log.exception(
+                "Admission handler %s returned an unusable result for %s",
+                _name(route),
+                _subject(route, request),
+            )
             return 500, {"message": _FAILED}
         if not patch:
             return 200, _response(uid, True)
@@ -231,15 +238,18 @@ class AdmissionWebhook(AdmissionRoutes):
         except HandlerTimeout as timeout:
             if timeout.abandoned and late is None:  # else logged when the 504 went out
                 log.warning(
-                    "Admission handler %s exceeded its %ss deadline; abandoned",
+                    "Admission handler %s exceeded its %ss deadline; abandoned (%s)",
                     _name(route),
                     route.timeout_seconds,
+                    _subject(route, request),
                 )
             return 504, {"message": "Admission webhook timed out"}
         except AdmissionDenied as denied:
             return denied
         except BaseException:  # even SystemExit from a handler is the handler's defect
-            log.exception("Admission handler %s failed", _name(route))
+            log.exception(
+                "Admission handler %s failed on %s", _name(route), _subject(route, request)
+            )
             return 500, {"message": _FAILED}
 
     def _run_here(
@@ -255,9 +265,10 @@ class AdmissionWebhook(AdmissionRoutes):
 
         def fired() -> None:
             log.warning(
-                "Admission handler %s exceeded its %ss deadline; abandoned",
+                "Admission handler %s exceeded its %ss deadline; abandoned (%s)",
                 _name(route),
                 route.timeout_seconds,
+                _subject(route, request),
             )
 
         timer = late(deadline, _STATUS[504], _TIMED_OUT_HEADERS, _TIMED_OUT_BODY, fired)
@@ -314,6 +325,39 @@ def _name(route: Route) -> str:
     return f"{getattr(handler, '__qualname__', handler)!s} ({route.path})"
 
 
+def _old(route: Route, review: dict[str, Any]) -> Resource | None:
+    """The stored object, typed; None on an UPDATE when it never fit the model, so that the
+    update that fixes it is judged on the new object alone (a DELETE of it is let through:
+    see `_deleting`)."""
+    try:
+        return _typed(route, review.get("oldObject"))
+    except ValidationError:
+        if review.get("operation") != "UPDATE":
+            raise
+        log.info("%s: the stored object does not fit the model; old_resource is None", route.path)
+        return None
+
+
+def _deleting(review: dict[str, Any]) -> bool:
+    """A DELETE, or an UPDATE of an object already being deleted (only its finalizers can
+    still change): an object that never fit the model must still be removable."""
+    if review.get("operation") == "DELETE":
+        return True
+    obj = review.get("object")
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    return (
+        review.get("operation") == "UPDATE"
+        and isinstance(metadata, dict)
+        and bool(metadata.get("deletionTimestamp"))
+    )
+
+
+def _subject(route: Route, request: AdmissionRequest[Any]) -> str:
+    """What a log line is about: `CREATE Kind namespace/name`."""
+    where = f"{request.namespace}/{request.name}" if request.namespace else request.name
+    return f"{request.operation} {route.model.__name__} {where or '<unnamed>'}"
+
+
 def _typed(route: Route, raw: dict[str, Any] | None) -> Resource | None:
     return None if raw is None else route.model.model_validate(raw)
 
@@ -367,12 +411,30 @@ def _response(uid: str, allowed: bool, **fields: Any) -> dict[str, Any]:
     }
 
 
-def _invalid_status(error: ValidationError) -> dict[str, Any]:
+def _invalid_status(error: ValidationError, route: Route, review: dict[str, Any]) -> dict[str, Any]:
+    """A denial naming the fields the operator's model rejects, and that the handler of this
+    route therefore did not run (so the message is not mistaken for the handler's verdict)."""
     problems = [
         (".".join(str(part) for part in item["loc"]) or "<root>", item["msg"])
         for item in error.errors(include_url=False, include_input=False)
     ]
     summary = "; ".join(f"{where}: {message}" for where, message in problems[:3])
+    kind = (review.get("kind") or {}).get("kind") or route.model.__name__
+    namespace, name = review.get("namespace") or "", review.get("name") or "<unnamed>"
+    subject = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    role = "mutating" if route.mutation else "validating"
+    log.info(
+        "Denied %s %s on %s: it does not fit the %s model (%s); handler not run",
+        review.get("operation"),
+        subject,
+        route.path,
+        route.model.__name__,
+        summary,
+    )
+    message = (
+        f"{subject} does not fit the operator's {route.model.__name__} model, so its "
+        f"{role} admission handler {_name(route)} did not run: {summary}"
+    )
     causes = [
         {"reason": "FieldValueInvalid", "field": where[:256], "message": message[:256]}
         for where, message in problems[:20]
@@ -380,7 +442,7 @@ def _invalid_status(error: ValidationError) -> dict[str, Any]:
     return {
         "code": 422,
         "reason": "Invalid",
-        "message": f"Invalid resource: {summary}",
+        "message": message,
         "details": {"causes": causes},
     }
 

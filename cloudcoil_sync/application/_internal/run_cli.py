@@ -65,6 +65,7 @@ def command(app: Operator) -> click.Command:
             app.validate_definition()
         except (ValueError, TypeError) as error:
             raise DefinitionError(str(error)) from None
+        _check_tls_files(app)
         stop = threading.Event()
         try:
             with stop_on_signals(stop):
@@ -80,6 +81,25 @@ def command(app: Operator) -> click.Command:
         log.info("Operator %s stopped", app.name)
 
     return run
+
+
+def _check_tls_files(app: Operator) -> None:
+    """A missing serving certificate, explained: where it comes from and how to get one."""
+    webhook = app.webhook
+    if webhook is None:
+        return
+    missing = [path for path in (webhook.certfile, webhook.keyfile) if not os.path.isfile(path)]
+    if not missing:
+        return
+    ctx = click.get_current_context(silent=True)
+    program = ctx.find_root().command_path if ctx is not None else "python app.py"
+    fail(
+        f"Webhook TLS file does not exist: {missing[0]}. In a cluster the Deployment mounts "
+        f"Secret {webhook.tls_secret!r} there (cert-manager or your own CA writes it). "
+        f"Outside a cluster, write a development set with '{program} certs --dir tls' and "
+        f"run with '{program} run --tls-dir tls --webhook-host 127.0.0.1' "
+        "(or set CLOUDCOIL_TLS_DIR)"
+    )
 
 
 def _describe(error: BaseException) -> str:

@@ -27,6 +27,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cloudcoil_sync._internal.service import ServiceGroup, await_ready
+from cloudcoil_sync.application._internal.scope import warn_outside_scope
 from cloudcoil_sync.controller._internal.manager import Manager
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
 
@@ -200,6 +201,8 @@ class _Components:
             errors: list[BaseException] = []
             try:
                 self.state.set(running=True)
+                if app.controllers:
+                    warn_outside_scope(app.controllers, self.config, app.namespace)
                 self._build_manager()
                 if app.webhook is not None:
                     self._add_webhook()

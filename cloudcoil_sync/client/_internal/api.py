@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
+from cloudcoil_sync.client._internal.invalid import build
 from cloudcoil_sync.client._internal.rest import RESTMapping
 from cloudcoil_sync.client._internal.watch import Watch
 
@@ -138,7 +139,7 @@ class ResourceClient(Generic[T]):
             return cast(T, self._cut(body))
         if self._model is None:
             return cast(T, body)
-        return cast(T, self._model.model_validate(body))
+        return cast(T, build(self._model, body))  # InvalidObject, naming it and its fields
 
     def _ns(self, namespace: str | None, body: JSON | None = None) -> str | None:
         if not self.mapping.namespaced:

@@ -215,14 +215,14 @@ class PassRunner(Generic[T]):
         """Settle a pass the pool gave up on: an error, retried with backoff, and said on
         the object (`Ready=False`, `ReconcileTimedOut`, a Warning Event)."""
         self._log.error("Reconcile of %s timed out after %.1fs; abandoned, retrying", key, seconds)
-        self._queue.retry(key)
-        self._record(Outcome("error", error=PassTimedOut()), seconds)
         found = self._lookup(key)
         data = found if found is None or isinstance(found, bytes) else encode(found)
-        try:
+        try:  # before the retry: a retry's own status is never overwritten by this report
             self._hooks.abandoned(key, data, seconds)
         except Exception as error:
             self._log.warning("Reporting the timeout of %s on the object failed: %s", key, error)
+        self._queue.retry(key)
+        self._record(Outcome("error", error=PassTimedOut()), seconds)
 
     def _rejected(self, key: ResourceKey, data: bytes, error: InvalidObject) -> Outcome:
         """The stored object does not fit the model: reported on it, and looked at again
@@ -322,9 +322,9 @@ class PassRunner(Generic[T]):
         if isinstance(error, PassTimedOut):
             self._log.error("Reconcile of %s timed out; its result was discarded", key)
         elif isinstance(error, PassFenced):
-            self._log.warning("Reconcile of %s stopped writing (%s): %s", key, error.cause, error)
             if self._metrics is not None:
                 self._metrics.fenced(error.cause)
+            self._log.warning("Reconcile of %s stopped writing (%s): %s", key, error.cause, error)
             self._queue.retry(key)  # its failure cannot be written either
             return Outcome("error", error=error)
         elif isinstance(error, InvalidObject):
