@@ -241,6 +241,14 @@ class Application:
             routes=list(table.routes.values()) if self.webhook is not None else [],
             health=self.health,
             shutdown_timeout=composition.drain_bound(self.controllers, self.webhook),
+            write_grace=composition.write_grace(self.controllers),
+            lease_release=composition.lease_release_bound(
+                election.renew_deadline
+                if election is not None
+                else None
+                if self.sharding is None
+                else self.sharding.renew_deadline
+            ),
             selector_namespaces=composition.controller_namespaces(self.controllers, namespace),
         )
 

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_REQUESTS",
+    "LIVENESS_PROBE",
+    "READINESS_PROBE",
+    "STARTUP_PROBE",
     "TMP_SIZE_LIMIT",
     "Definition",
     "assemble",
@@ -47,6 +50,11 @@ TMP_SIZE_LIMIT = "64Mi"
 _GRACE_MARGIN = 5
 _DEFAULT_GRACE = 30
 TLS_MOUNT = "webhook-tls"
+#: Up to 120 s to start listening, checked every second.
+STARTUP_PROBE = {"periodSeconds": 1, "failureThreshold": 120}
+READINESS_PROBE = {"periodSeconds": 5, "timeoutSeconds": 2}
+#: Restarted only after 6 failures 10 s apart, each allowed 5 s.
+LIVENESS_PROBE = {"periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 6}
 _CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.S)
 
 
@@ -58,9 +66,10 @@ class Definition:
     ``crds`` pairs each CRD's model with its manifest; ``lease`` is (name, namespace or None);
     ``sharding`` the namespace of a sharded operator's shard and ring Leases;
     ``routes`` are the webhook server's admission routes; ``shutdown_timeout`` bounds the drain
-    on SIGTERM (controllers, then the webhook server). ``selector_namespaces`` maps a primary
-    (group, version, kind) to the namespaces its controllers watch (None: all), for default
-    webhook namespace selectors.
+    on SIGTERM (controllers, then the webhook server), ``write_grace`` the wait after it for a
+    write on the wire, ``lease_release`` handing back a held Lease. ``selector_namespaces``
+    maps a primary (group, version, kind) to the namespaces its controllers watch (None: all),
+    for default webhook namespace selectors.
     """
 
     name: str
@@ -74,6 +83,8 @@ class Definition:
     routes: Sequence[Route] = ()
     health: HealthServer | None = None
     shutdown_timeout: float = 0.0
+    write_grace: float = 0.0
+    lease_release: float = 0.0
     selector_namespaces: Mapping[GVKKey, Iterable[str | None]] = field(default_factory=dict)
 
 
@@ -142,7 +153,9 @@ def assemble(
                 webhook=webhook,
                 health=definition.health,
                 resources=resources,
-                grace=grace_period(definition.shutdown_timeout),
+                grace=grace_period(
+                    definition.shutdown_timeout, definition.write_grace, definition.lease_release
+                ),
                 sharded=definition.sharding is not None,
             )
         )
@@ -238,9 +251,18 @@ def _reachable(host: str, what: str) -> None:
 
 
 def _probes(port: str, scheme: str) -> dict[str, Any]:
+    """Start-up checked every second (Ready about a second after listening, not a default
+    10 s period later), readiness every 5 s, liveness lenient: only a replica that stays
+    unanswering for a minute is restarted (the kubelet stops liveness once a Pod is deleted,
+    so a draining replica is never killed by it)."""
+
+    def get(path: str) -> dict[str, Any]:
+        return {"httpGet": {"path": path, "port": port, "scheme": scheme}}
+
     return {
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": port, "scheme": scheme}},
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": port, "scheme": scheme}},
+        "startupProbe": {**get("/healthz"), **STARTUP_PROBE},
+        "readinessProbe": {**get("/readyz"), **READINESS_PROBE},
+        "livenessProbe": {**get("/healthz"), **LIVENESS_PROBE},
     }
 
 
@@ -269,9 +291,10 @@ def _tls_volume(webhook: WebhookServer) -> tuple[dict[str, Any], dict[str, Any]]
     return mount, volume
 
 
-def grace_period(shutdown_timeout: float) -> int:
-    """``terminationGracePeriodSeconds`` for a drain bounded by ``shutdown_timeout``."""
-    return max(_DEFAULT_GRACE, math.ceil(shutdown_timeout) + _GRACE_MARGIN)
+def grace_period(shutdown_timeout: float, write_grace: float = 0.0, release: float = 0.0) -> int:
+    """``terminationGracePeriodSeconds`` covering the whole stop: the drain (passes, then the
+    webhook server), the wait for a write on the wire, then the Lease's release."""
+    return max(_DEFAULT_GRACE, math.ceil(shutdown_timeout + write_grace + release) + _GRACE_MARGIN)
 
 
 def deployment(
