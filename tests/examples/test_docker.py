@@ -143,6 +143,8 @@ def test_the_packages_land_where_the_runtime_imports_them() -> None:
     (install,) = [run for run in stages[0].args("RUN") if "pip install" in run]
     target = re.search(r"--target (\S+)", install)
     assert target is not None and "--no-cache-dir" in install
+    # pip's CA bundle, when given, is a build secret: mounted for this step only
+    assert install.startswith("--mount=type=secret,id=pip-cert ")
     runtime = stages[-1]
     assert f"--from=build {target.group(1)} {target.group(1)}" in runtime.args("COPY")
     env = " ".join(runtime.args("ENV"))
@@ -213,6 +215,7 @@ def test_make_image_uses_the_engine_that_is_here(
     tmp_path: Path, engines: tuple[str, ...], expected: str
 ) -> None:
     env = _fake_engines(tmp_path, *engines)
+    env["PIP_CERT"] = "/etc/proxy-ca.pem"
     done = subprocess.run(
         ["make", "-s", "image", "IMAGE=example/widgets:v2", "BASE=kube-node/python:3.11"],
         cwd=ROOT,
@@ -224,6 +227,7 @@ def test_make_image_uses_the_engine_that_is_here(
     assert done.returncode == 0, done.stderr
     (ran,) = (tmp_path / "ran").read_text().splitlines()
     assert ran.startswith(f"{expected} --network=host --build-arg BASE=kube-node/python:3.11")
+    assert "--secret id=pip-cert,src=/etc/proxy-ca.pem" in ran
     assert "--ignorefile docker/Dockerfile.dockerignore" in ran
     assert ran.endswith("-f docker/Dockerfile -t example/widgets:v2 .")
 
