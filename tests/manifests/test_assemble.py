@@ -25,6 +25,11 @@ def route(model: type[Any], path: str, *, mutation: bool = False, **options: Any
     return build_route(model, handler, mutation=mutation, path=path, **options)
 
 
+#: The annotation install and uninstall go by, on every generated object.
+MARK = {"cloudcoil.io/installed-by": "ops/settings"}
+WIDGETS_MARK = {"cloudcoil.io/installed-by": "ops/widgets"}
+
+
 def kinds(documents: list[dict[str, Any]]) -> list[str]:
     return [d["kind"] for d in documents]
 
@@ -75,7 +80,7 @@ def test_controller_only_order_and_secure_deployment() -> None:
     assert documents[2] == {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": {"name": "settings", "namespace": "ops"},
+        "metadata": {"name": "settings", "namespace": "ops", "annotations": MARK},
     }
     deployment = documents[-1]
     assert deployment["spec"]["replicas"] == 2
@@ -275,7 +280,7 @@ def test_secure_metrics_rbac_is_generated_by_default(ca_pair: tuple[bytes, bytes
         "ClusterRole",
     ]
     operator_role, binding = documents[1], documents[2]
-    assert operator_role["metadata"] == {"name": "widgets.ops"}
+    assert operator_role["metadata"] == {"name": "widgets.ops", "annotations": WIDGETS_MARK}
     assert operator_role["rules"] == [
         {
             "apiGroups": ["authentication.k8s.io"],
@@ -294,7 +299,7 @@ def test_secure_metrics_rbac_is_generated_by_default(ca_pair: tuple[bytes, bytes
     assert documents[7] == {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
-        "metadata": {"name": "widgets.ops-metrics-reader"},
+        "metadata": {"name": "widgets.ops-metrics-reader", "annotations": WIDGETS_MARK},
         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
     }
 
@@ -443,3 +448,15 @@ def test_grace_period_of_an_application_covers_its_whole_stop() -> None:
     assert grace(leader_election=election) == 12 + 30 + 4 * 10 + 5
     assert grace(leader_election=True) == 12 + 30 + 4 * 5 + 5  # renew_deadline 10 s
     assert grace(sharding=Sharding(renew_deadline=4, lease_duration=6)) == 12 + 30 + 4 * 2 + 5
+
+
+def test_every_document_carries_the_installed_by_annotation(ca_pair: tuple[bytes, bytes]) -> None:
+    definition = dataclasses.replace(
+        webhook_definition(ca_pair[0]), crds=[crd("alphas.example.com")], lease=("widgets", None)
+    )
+    documents = assemble(definition, image="img")
+    assert len(documents) > 10
+    for document in documents:
+        assert document["metadata"]["annotations"] == WIDGETS_MARK, document["kind"]
+    # the CRD manifest of the definition is not changed by it
+    assert "annotations" not in definition.crds[0][1]["metadata"]

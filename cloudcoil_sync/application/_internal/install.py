@@ -31,7 +31,13 @@ from cloudcoil_sync.application._internal.cli import (
     operation_options,
     run_operation,
 )
-from cloudcoil_sync.application._internal.manifests import Definition, assemble
+from cloudcoil_sync.application._internal.manifests import (
+    INSTALLED_BY,
+    Definition,
+    assemble,
+    installed_by,
+    mark,
+)
 from cloudcoil_sync.application._internal.progress import (
     InstallConflict,
     InstallError,
@@ -128,9 +134,9 @@ def install(
         lease = (definition.lease[0], definition.lease[1] or definition.namespace)
     steps = Progress() if progress is None else progress
     with connection(config, definition.namespace, timeout) as cfg:
-        installer = _Installer(
-            cfg, field_manager(definition.name), OperationDeadline(timeout), steps, force, dry_run
-        )
+        deadline = OperationDeadline(timeout)
+        installer = _Installer(cfg, field_manager(definition.name), deadline, steps, force, dry_run)
+        installer.owner = installed_by(definition.name, definition.namespace)
         return installer.run(ordered, wait_rollout=image is not None, lease=lease)
 
 
@@ -172,6 +178,7 @@ class _Installer(Steps):
     ) -> None:
         super().__init__(config, manager, deadline, progress, dry_run)
         self.force = force
+        self.owner = ""  # the INSTALLED_BY value of what this run creates
 
     def run(
         self, documents: list[JSON], *, wait_rollout: bool, lease: tuple[str, str] | None = None
@@ -213,6 +220,7 @@ class _Installer(Steps):
         try:
             client = self._client(doc)
             before = _get(client, doc)
+            doc = self._marked(doc, before)
             after = client.apply(
                 doc, field_manager=self.manager, force=self.force, dry_run=self.dry_run
             )
@@ -236,6 +244,20 @@ class _Installer(Steps):
             self.progress.line(f"applied {what}: {result.action}{fields}")
         return result
 
+    def _marked(self, doc: JSON, before: JSON | None) -> JSON:
+        """``doc`` with the INSTALLED_BY annotation only if this install creates the object or
+        it carries one already (kept as it is: another namespace's install of the same CRD);
+        an object found in place without it is adopted, never marked, so uninstall leaves it."""
+        if before is None:
+            return doc
+        found = ((before.get("metadata") or {}).get("annotations") or {}).get(INSTALLED_BY)
+        if found is None and INSTALLED_BY in (doc["metadata"].get("annotations") or {}):
+            self.progress.line(
+                f"found {describe(doc)} in place, not installed by {self.manager}: "
+                "uninstall will leave it"
+            )
+        return mark(doc, found)
+
     def _absent(self, doc: JSON) -> bool:
         try:
             return _get(self._client(doc), doc) is None
@@ -252,6 +274,7 @@ class _Installer(Steps):
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"holderIdentity": "", "leaseTransitions": 0},
         }
+        lease = mark(lease, self.owner or None)
         try:
             self.config.client(_LEASES).create(
                 lease, namespace=namespace, field_manager=self.manager, dry_run=self.dry_run

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_REQUESTS",
+    "INSTALLED_BY",
     "LIVENESS_PROBE",
     "READINESS_PROBE",
     "STARTUP_PROBE",
@@ -38,9 +39,15 @@ __all__ = [
     "assemble",
     "certificates_only",
     "grace_period",
+    "installed_by",
 ]
 
 NAME_LABEL = "app.kubernetes.io/name"
+#: The annotation on every generated object: ``<namespace>/<name>`` of the operator. `install`
+#: keeps it only on objects it created (or that carry it already) and `uninstall` deletes only
+#: objects that carry it: the API server's managedFields cannot tell (an object applied with
+#: only its name has none, and an adopted object lists the installer as a manager too).
+INSTALLED_BY = "cloudcoil.io/installed-by"
 #: The operator container's default resources: room for the models import (~80 MB) and caches.
 DEFAULT_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
 DEFAULT_LIMITS = {"memory": "512Mi"}
@@ -161,7 +168,27 @@ def assemble(
         )
     if webhook is not None:
         documents.extend(_webhook_configurations(definition, webhook, ca_bundle))
-    return documents
+    owner = installed_by(name, namespace)
+    return [mark(document, owner) for document in documents]
+
+
+def installed_by(name: str, namespace: str) -> str:
+    """The `INSTALLED_BY` annotation's value for operator ``name`` in ``namespace``."""
+    return f"{namespace}/{name}"
+
+
+def mark(document: dict[str, Any], owner: str | None) -> dict[str, Any]:
+    """``document`` with the `INSTALLED_BY` annotation set to ``owner`` (None: removed);
+    the input is not changed."""
+    meta = dict(document["metadata"])
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != INSTALLED_BY}
+    if owner is not None:
+        annotations[INSTALLED_BY] = owner
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
+    return {**document, "metadata": meta}
 
 
 def _check_crd_names(definition: Definition) -> None:

@@ -4,11 +4,14 @@ Admission registrations go first (so no request is sent to a server that is goin
 the Deployment (foreground deletion: its pods go before their permissions), Service, RBAC
 (bindings before roles), ServiceAccount and the leader-election Lease; CRDs only with
 ``include_crds`` (deleting a CRD deletes every custom resource of it). An object is deleted
-only if the installer's field manager ``cloudcoil-<app>`` manages it (the Lease whoever renewed
-it: the operator's replicas write it); same-named objects of other managers are left alone and
-reported. Nothing here depends on how the Deployment would be built (a ``HealthServer`` bound
-to 127.0.0.1 for local runs does not stop an uninstall). Each deletion is waited for until the
-object is gone, all within ``timeout``.
+only if it carries the ``cloudcoil.io/installed-by: <namespace>/<app>`` annotation, which
+``install`` sets on what it creates and never on an object it found in place (the Lease
+whatever it carries: the operator's replicas may have created it); other same-named objects
+are left alone and reported. Field managers cannot decide it: kube-apiserver records none for
+an object applied with only its name (a ServiceAccount), and an adopted object lists the
+installer's manager as well. Nothing here depends on how the Deployment would be built (a
+``HealthServer`` bound to 127.0.0.1 for local runs does not stop an uninstall). Each deletion
+is waited for until the object is gone, all within ``timeout``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,12 @@ import click
 
 from cloudcoil_sync.application._internal.cli import Operator, operation_options, run_operation
 from cloudcoil_sync.application._internal.install import check_timeout, connection
-from cloudcoil_sync.application._internal.manifests import Definition, assemble
+from cloudcoil_sync.application._internal.manifests import (
+    INSTALLED_BY,
+    Definition,
+    assemble,
+    installed_by,
+)
 from cloudcoil_sync.application._internal.progress import (
     InstallTimeout,
     OperationDeadline,
@@ -115,11 +123,13 @@ def uninstall(
     with connection(config, definition.namespace, timeout) as cfg:
         deadline = OperationDeadline(timeout)
         remover = _Remover(cfg, field_manager(definition.name), deadline, steps, dry_run)
+        remover.owner = installed_by(definition.name, definition.namespace)
         return remover.run(documents, include_crds)
 
 
 class _Remover(Steps):
     verb = "removed"
+    owner = ""  # the INSTALLED_BY value of this operator's objects
 
     def run(self, documents: list[JSON], include_crds: bool) -> list[Removed]:
         self.begin(documents)
@@ -149,10 +159,9 @@ class _Remover(Steps):
             if current is None:
                 self.progress.line(f"absent {what}")
                 return Removed(what, "absent")
-            managers = _managers(current)
-            # The Lease is the replicas' own: whoever renewed it last owns its fields.
-            if self.manager not in managers and doc["kind"] != "Lease":
-                detail = f"not installed by {self.manager}; managed by {', '.join(managers)}"
+            # The Lease is the replicas' own (created by install or by the first of them).
+            detail = None if doc["kind"] == "Lease" else self._not_ours(current)
+            if detail is not None:
                 self.progress.line(f"left {what} alone: {detail}")
                 return Removed(what, "left", detail)
             policy = "Foreground" if doc["kind"] == "Deployment" else "Background"
@@ -171,6 +180,19 @@ class _Remover(Steps):
             self.progress.line(f"deleted {what}")
             self._wait_gone(client, what, name, namespace, uid)
         return Removed(what, "deleted")
+
+    def _not_ours(self, current: JSON) -> str | None:
+        """Why ``current`` is not this install's (None: it is): it must carry the
+        INSTALLED_BY annotation with this operator's value."""
+        found = (current["metadata"].get("annotations") or {}).get(INSTALLED_BY)
+        if found == self.owner:
+            return None
+        if found is not None:
+            return f"installed by {found}, not {self.owner} ({INSTALLED_BY})"
+        managers = _managers(current)
+        return f"not installed by {self.manager}: no {INSTALLED_BY} annotation" + (
+            f"; managed by {', '.join(managers)}" if managers else ""
+        )
 
     def _wait_gone(self, client: Any, what: str, name: str, ns: str | None, uid: Any) -> None:
         since = time.monotonic()
