@@ -152,6 +152,56 @@ def test_the_packages_land_where_the_runtime_imports_them() -> None:
     assert "PYTHONUNBUFFERED=1" in env.split()  # logs reach `kubectl logs` at once
 
 
+#: What Debian's base-passwd puts there (python:3.11-slim and the kit's base): a group named
+#: operator, gid 37, which broke `useradd --user-group operator`.
+DEBIAN_PASSWD = (
+    "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
+DEBIAN_GROUP = "root:x:0:\noperator:x:37:\nnogroup:x:65534:\n"
+
+
+def run_user_step(tmp_path: Path, passwd: str, group: str) -> subprocess.CompletedProcess[str]:
+    """The build stage's passwd/group step, run with sh on copies of a base's files."""
+    _, stages = parse(DOCKERFILE)
+    (step,) = [run for run in stages[0].args("RUN") if "/etc/passwd" in run]
+    etc, out = tmp_path / "etc", tmp_path / "out"
+    etc.mkdir()
+    (etc / "passwd").write_text(passwd)
+    (etc / "group").write_text(group)
+    script = (
+        step.replace("/opt/etc", "@OUT@").replace("/etc/", f"{etc}/").replace("@OUT@", str(out))
+    )
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30)
+
+
+def test_the_user_gets_passwd_and_group_entries_without_useradd(tmp_path: Path) -> None:
+    """A uid without a passwd entry runs with gid 0 (the kubelet passes the runtime the uid
+    alone): the image carries the builder's passwd and group with user and group 10001."""
+    done = run_user_step(tmp_path, DEBIAN_PASSWD, DEBIAN_GROUP)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    entry = "cloudcoil:x:10001:10001:cloudcoil operator:/nonexistent:/usr/sbin/nologin\n"
+    assert (out / "passwd").read_text() == DEBIAN_PASSWD + entry
+    assert (out / "group").read_text() == DEBIAN_GROUP + "cloudcoil:x:10001:\n"
+    _, stages = parse(DOCKERFILE)
+    assert "--from=build /opt/etc/passwd /opt/etc/group /etc/" in stages[-1].args("COPY")
+    assert stages[-1].args("USER") == ["10001:10001"]
+
+
+def test_a_taken_id_or_name_stops_the_build(tmp_path: Path) -> None:
+    for n, (passwd, group) in enumerate(
+        [
+            (DEBIAN_PASSWD, DEBIAN_GROUP + "builders:x:10001:\n"),
+            (DEBIAN_PASSWD + "cloudcoil:x:999:999::/:/bin/sh\n", DEBIAN_GROUP),
+        ]
+    ):
+        where = tmp_path / str(n)
+        where.mkdir()
+        done = run_user_step(where, passwd, group)
+        assert done.returncode == 1
+        assert "cloudcoil or 10001 is taken in" in done.stderr
+
+
 def test_entry_point_plus_deployment_args_runs_the_operator() -> None:
     _, stages = parse(DOCKERFILE)
     (entry,) = [json.loads(rest) for rest in stages[-1].args("ENTRYPOINT")]
