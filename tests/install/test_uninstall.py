@@ -68,7 +68,9 @@ def test_uninstall_removes_in_order_waiting_for_each_and_keeps_crds(
     kube.clear_log()
     again = app.uninstall(config=config, progress=progress)
     assert [r.action for r in again] == ["absent"] * 11 + ["kept"]
-    assert [m for m, _, _ in requests(kube)] == ["GET"] * 11
+    # GETs only; the optional objects (PodDisruptionBudget, NetworkPolicy, cert-manager's
+    # Certificate and Issuer: unknown kinds here) are looked for but not reported
+    assert {m for m, _, _ in requests(kube)} == {"GET"}
     assert lines.lines[-1].startswith("uninstall: nothing to remove")
 
 

@@ -1,7 +1,8 @@
 """``install``: server-side apply of the manifests, in order, with waits and progress.
 
 CRDs first, each waited for until Established; then ServiceAccount, RBAC, Service and
-Deployment (manifest order), waiting for the Deployment's current revision to be available;
+Deployment (manifest order), waiting for a cert-manager Certificate to be issued (with
+``--cert-manager``) and for the Deployment's current revision to be available;
 webhook registrations last, so admission is enabled only once its server serves; finally the
 CRDs' kinds are rediscovered. Every write is server-side apply with the field manager
 ``cloudcoil-<app>``, but one: with leader election, a first install (no Deployment yet)
@@ -31,6 +32,7 @@ from cloudcoil_sync.application._internal.cli import (
     operation_options,
     run_operation,
 )
+from cloudcoil_sync.application._internal.extras import CERT_MANAGER_API, Extras
 from cloudcoil_sync.application._internal.manifests import (
     INSTALLED_BY,
     Definition,
@@ -102,6 +104,7 @@ def install(
     ca_bundle: bytes | None = None,
     requests: Mapping[str, str] | None = None,
     limits: Mapping[str, str] | None = None,
+    extras: Extras | None = None,
     timeout: float = 120.0,
     force: bool = False,
     dry_run: bool = False,
@@ -126,6 +129,7 @@ def install(
         ca_bundle=ca_bundle,
         requests=requests,
         limits=limits,
+        extras=extras,
     )
     crds = [d for d in documents if d["kind"] == CRD_KIND]
     ordered = crds + [d for d in documents if d["kind"] != CRD_KIND]
@@ -201,6 +205,8 @@ class _Installer(Steps):
                 continue
             if doc["kind"] == CRD_KIND:
                 self._wait(doc, "established", crd_state)
+            elif doc["kind"] == "Certificate" and doc["apiVersion"] == CERT_MANAGER_API:
+                self._wait(doc, "issued", certificate_state)
             elif doc["kind"] == "Deployment" and wait_rollout:
                 self._wait(doc, "available", rollout_state)
         if lease is not None:  # no Deployment here: the operator runs elsewhere
@@ -379,6 +385,16 @@ def crd_state(doc: JSON, obj: JSON) -> tuple[bool, str]:
     return False, f"Established={established.get('status', 'unknown')}"
 
 
+def certificate_state(doc: JSON, obj: JSON) -> tuple[bool, str]:
+    """(issued, state) of a cert-manager Certificate: its Ready condition."""
+    conditions = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+    ready = conditions.get("Ready") or {}
+    if ready.get("status") == "True":
+        return True, "Ready"
+    detail = f": {ready.get('reason', '')} {ready.get('message', '')}".rstrip() if ready else ""
+    return False, f"Ready={ready.get('status', 'unknown')}{detail}"
+
+
 def rollout_state(doc: JSON, obj: JSON) -> tuple[bool, str]:
     """(current revision available, state) for a Deployment, as the reference decides it."""
     want = int((doc.get("spec") or {}).get("replicas", 1))
@@ -459,6 +475,7 @@ def command(app: Operator) -> click.Command:
                 ca_bundle=options.ca_bundle,
                 requests=options.requests,
                 limits=options.limits,
+                extras=options.extras,
                 timeout=timeout,
                 force=force,
                 dry_run=dry_run,

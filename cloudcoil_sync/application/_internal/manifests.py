@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from cloudcoil_sync._internal.names import dns_label
+from cloudcoil_sync.application._internal.extras import Extras, extra_documents, inject_ca
 from cloudcoil_sync.application._internal.images import check_image, check_resources
 from cloudcoil_sync.application._internal.rbac import ControllerAccess, infer_permissions
 
@@ -62,6 +63,8 @@ STARTUP_PROBE = {"periodSeconds": 1, "failureThreshold": 120}
 READINESS_PROBE = {"periodSeconds": 5, "timeoutSeconds": 2}
 #: Restarted only after 6 failures 10 s apart, each allowed 5 s.
 LIVENESS_PROBE = {"periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 6}
+#: Stands in for the CA of webhook configurations whose caBundle cert-manager injects.
+_CA_INJECTED = b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"
 _CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.S)
 
 
@@ -128,11 +131,13 @@ def assemble(
     ca_bundle: bytes | None = None,
     requests: Mapping[str, str] | None = None,
     limits: Mapping[str, str] | None = None,
+    extras: Extras | None = None,
 ) -> list[dict[str, Any]]:
     """Manifests of a described definition, in install order.
 
     ``requests``/``limits`` replace the container's default resources (``DEFAULT_REQUESTS``,
-    ``DEFAULT_LIMITS``); an empty mapping leaves that part out.
+    ``DEFAULT_LIMITS``); an empty mapping leaves that part out. ``extras`` adds the optional
+    objects of `extras.Extras` (cert-manager's before the Deployment, the others after it).
     """
     name = dns_label(definition.name, "Application name")
     namespace = dns_label(definition.namespace, "Application namespace")
@@ -145,10 +150,13 @@ def assemble(
     webhook = definition.webhook if include_webhooks else None
     if image is not None and definition.webhook is not None and not include_webhooks:
         raise ValueError("A Deployment for this operator requires its webhook TLS configuration")
+    extras = extras or Extras()
+    before, after = _extras(definition, extras, webhook, image is not None, replicas)
     documents = _identity_documents(definition, name, namespace, webhook)
     if webhook is not None:
         dns_label(webhook.tls_secret, "TLS Secret name")
         documents.append(service(name, namespace, webhook.service_port))
+    documents.extend(before)
     if image is not None:
         documents.append(
             deployment(
@@ -160,16 +168,46 @@ def assemble(
                 webhook=webhook,
                 health=definition.health,
                 resources=resources,
-                grace=grace_period(
-                    definition.shutdown_timeout, definition.write_grace, definition.lease_release
-                ),
+                grace=_grace(definition),
                 sharded=definition.sharding is not None,
             )
         )
+    documents.extend(after)
     if webhook is not None:
-        documents.extend(_webhook_configurations(definition, webhook, ca_bundle))
+        if not extras.cert_manager:
+            documents.extend(_webhook_configurations(definition, webhook, ca_bundle))
+        else:  # cert-manager's cainjector fills in the CA
+            configurations = _webhook_configurations(definition, webhook, _CA_INJECTED)
+            documents.extend(inject_ca(c, name, namespace) for c in configurations)
     owner = installed_by(name, namespace)
     return [mark(document, owner) for document in documents]
+
+
+def _grace(definition: Definition) -> int:
+    return grace_period(
+        definition.shutdown_timeout, definition.write_grace, definition.lease_release
+    )
+
+
+def _extras(
+    definition: Definition,
+    extras: Extras,
+    webhook: WebhookServer | None,
+    deployment: bool,
+    replicas: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    health = definition.health
+    metrics_port = webhook.port if webhook is not None else health.port if health else None
+    return extra_documents(
+        extras,
+        name=definition.name,
+        namespace=definition.namespace,
+        replicas=replicas,
+        webhook_port=webhook.port if webhook is not None else None,
+        tls_secret=webhook.tls_secret if webhook is not None else None,
+        metrics_port=metrics_port or None,
+        deployment=deployment,
+    )
 
 
 def installed_by(name: str, namespace: str) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 import click
 
 from cloudcoil_sync.application._internal.cli import Operator, operation_options, run_operation
+from cloudcoil_sync.application._internal.extras import removal_identities
 from cloudcoil_sync.application._internal.install import check_timeout, connection
 from cloudcoil_sync.application._internal.manifests import (
     INSTALLED_BY,
@@ -45,12 +46,18 @@ from cloudcoil_sync.client import ClientError, Config, NotFound, UnknownKind
 __all__ = ["Removed", "command", "removal_order", "uninstall"]
 
 JSON = dict[str, Any]
+#: Marks the identities of optional objects (never sent): skipped quietly when absent.
+OPTIONAL = "cloudcoil.io/optional"
 #: Stands in for the CA when listing object names: it never leaves this process.
 _PLACEHOLDER_CA = b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"
 _ORDER = (
     "MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration",
+    "NetworkPolicy",
+    "PodDisruptionBudget",
     "Deployment",
+    "Certificate",
+    "Issuer",
     "Service",
     "ClusterRoleBinding",
     "RoleBinding",
@@ -78,7 +85,8 @@ class Removed:
 
 
 def removal_order(definition: Definition) -> list[JSON]:
-    """Every object ``install`` can apply for ``definition``, in removal order (CRDs last)."""
+    """Every object ``install`` can apply for ``definition``, in removal order (CRDs last);
+    the optional ones (`extras`) carry `OPTIONAL`."""
     webhook = definition.webhook is not None
     # Only names matter: the Deployment is not built (its checks are for running in a Pod).
     documents = assemble(
@@ -92,6 +100,9 @@ def removal_order(definition: Definition) -> list[JSON]:
             "coordination.k8s.io/v1", "Lease", lease_name, lease_namespace or namespace
         )
         documents.append(lease)
+    for optional in removal_identities(name, namespace):
+        optional["metadata"]["annotations"] = {OPTIONAL: "true"}
+        documents.append(optional)
     rank = {kind: i for i, kind in enumerate(_ORDER)}
     return sorted(documents, key=lambda d: rank.get(d["kind"], len(_ORDER)))
 
@@ -132,10 +143,12 @@ class _Remover(Steps):
     owner = ""  # the INSTALLED_BY value of this operator's objects
 
     def run(self, documents: list[JSON], include_crds: bool) -> list[Removed]:
-        self.begin(documents)
+        # An optional object counts as a step only once found (most installs have none).
+        self.begin([d for d in documents if not _optional(d)])
         results = []
         for doc in documents:
             what = describe(doc)
+            result: Removed | None
             if doc["kind"] == "CustomResourceDefinition" and not include_crds:
                 result = Removed(what, "kept", "pass --include-crds to delete it")
                 self.progress.line(f"kept {what}: CRDs are deleted only with --include-crds")
@@ -143,20 +156,33 @@ class _Remover(Steps):
                 if self.deadline.expired:
                     raise self.fail(self.timed_out(f"before removing {what}"), InstallTimeout)
                 result = self._remove(doc)
-            results.append(result)
-            self.finished(what)
+            if not _optional(doc):
+                self.finished(what)
+            elif result is not None:
+                self.done.append(what)
+            if result is not None:
+                results.append(result)
         self._summary(results)
         return results
 
-    def _remove(self, doc: JSON) -> Removed:
+    def _remove(self, doc: JSON) -> Removed | None:
+        """The outcome; None for an optional object that is absent (or not served)."""
         what = describe(doc)
         meta = doc["metadata"]
         name, namespace = meta["name"], meta.get("namespace")
+        optional = _optional(doc)
         try:
-            mapping = self.config.mapper.resolve(doc)
+            try:
+                mapping = self.config.mapper.resolve(doc)
+            except UnknownKind:
+                if optional:  # e.g. no cert-manager in this cluster: nothing of it to remove
+                    return None
+                raise
             client = self.config.client((mapping.group, mapping.version, mapping.plural))
             current = _get(client, name, namespace)
             if current is None:
+                if optional:
+                    return None
                 self.progress.line(f"absent {what}")
                 return Removed(what, "absent")
             # The Lease is the replicas' own (created by install or by the first of them).
@@ -230,6 +256,10 @@ class _Remover(Steps):
             self.progress.line(f"uninstall: nothing to remove ({', '.join(parts)})")
         else:
             self.progress.line(f"uninstalled in {seconds:.1f} s: {', '.join(parts)}")
+
+
+def _optional(doc: JSON) -> bool:
+    return OPTIONAL in (doc["metadata"].get("annotations") or {})
 
 
 def _managers(obj: JSON) -> list[str]:
