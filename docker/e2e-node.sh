@@ -12,6 +12,9 @@
 #   - with 2 replicas, deleting the leader's Pod hands the Lease to the other <= 3 s later;
 #   - a rolling update of the 2 replicas under admission traffic fails 0 requests;
 #   - uninstall --include-crds leaves nothing it installed.
+#   - the optional objects (PodDisruptionBudget, NetworkPolicy; cert-manager's if
+#     CERT_MANAGER_CRDS names a directory of its CRDs, applied for the check and deleted) and
+#     the manifests --split layout are accepted by the API server (server-side dry run).
 # Settings (environment): KIT (../shared/kube-control-plane), KUBE_HOME (the kit's default),
 # BUILD (podman if installed, else kit: the kit's node-image.sh recipe), NAMESPACE
 # (e2e-widgets, deleted first and at the end unless KEEP=1), PYTHON (.venv/bin/python),
@@ -110,10 +113,32 @@ pod_ready=$(k get pod "$pod" -o jsonpath='{.status.conditions[?(@.type=="Ready")
 check "Deployment Available <= 6 s after creation" "$([ "$avail_s" -le 6 ] && echo 1 || echo 0)" \
     "${avail_s} s (timestamps, whole seconds); install waited ${waited:-?} s; Pod Ready $(( $(epoch "$pod_ready") - $(epoch "$started") )) s after its container started"
 
-say "Two replicas"
-operator install --image "$IMAGE" --ca-file "$WORK/ca.crt" --replicas 2 --timeout 180 2>"$WORK/replicas.log" \
+say "Optional objects and the Kustomize layout, accepted by the API server (server-side dry run)"
+EXTRAS=(--pod-disruption-budget --network-policy --api-server-cidr 10.244.0.1/32 --metrics-namespace kube-system)
+operator manifests --image "$IMAGE" --ca-file "$WORK/ca.crt" --replicas 2 "${EXTRAS[@]}" \
+    --split "$WORK/split" 2>/dev/null
+rendered=$(kubectl kustomize "$WORK/split" | grep -c '^kind:')
+dry=$(kubectl apply --dry-run=server -k "$WORK/split" 2>&1) && dry_ok=1 || dry_ok=0
+echo "$dry" | grep -E "poddisruptionbudget|networkpolicy" || echo "$dry" | tail -3
+cm_note="cert-manager: not checked (set CERT_MANAGER_CRDS to a directory of its CRDs)"
+if [ -n "${CERT_MANAGER_CRDS:-}" ]; then
+    kubectl apply --server-side -f "$CERT_MANAGER_CRDS" >/dev/null
+    kubectl wait --for=condition=Established crd/certificates.cert-manager.io crd/issuers.cert-manager.io --timeout=60s >/dev/null
+    if cm=$(operator manifests --image "$IMAGE" --cert-manager | kubectl apply --dry-run=server -f - 2>&1); then
+        cm_note="cert-manager: Issuer, Certificate, CA-injected webhooks accepted (its CRDs from $CERT_MANAGER_CRDS)"
+    else
+        dry_ok=0; cm_note="cert-manager: refused: $(echo "$cm" | grep -i error | head -2)"
+    fi
+    echo "$cm" | grep -E "issuer|certificate|webhookconfiguration" || true
+    kubectl delete -f "$CERT_MANAGER_CRDS" --wait=true >/dev/null
+fi
+check "optional objects accepted by the API server" "$dry_ok" \
+    "--split: $rendered objects via kubectl kustomize, dry-run $([ "$dry_ok" = 1 ] && echo ok || echo refused); $cm_note"
+
+say "Two replicas, with a PodDisruptionBudget and a NetworkPolicy"
+operator install --image "$IMAGE" --ca-file "$WORK/ca.crt" --replicas 2 "${EXTRAS[@]}" --timeout 180 2>"$WORK/replicas.log" \
     || { cat "$WORK/replicas.log"; fail "install --replicas 2 failed"; }
-grep "is available: done" "$WORK/replicas.log" || true
+grep -E "is available: done|PodDisruptionBudget|NetworkPolicy" "$WORK/replicas.log" || true
 
 say "Leader Pod deleted"
 holder=$(k get lease "$APP" -o jsonpath='{.spec.holderIdentity}')
