@@ -2,7 +2,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint compat-oldest demo bench soak clean
+.PHONY: install test lint compat-oldest demo bench soak image clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,26 @@ bench: install
 soak: install
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/soak.py
+
+# The Widget operator image (docker/Dockerfile) with docker (if its daemon answers), podman or
+# buildah, in that order; ENGINE=podman picks one. BASE (runtime) and BUILDER (where pip runs)
+# become build args only when set; PIP_CERT (pip's CA bundle file, from the environment too)
+# a build secret. podman and buildah read BuildKit's Dockerfile.dockerignore only when told
+# (--ignorefile). BUILD_FLAGS go to the engine as they are (e.g. --isolation=chroot where
+# podman's OCI runtime cannot run, as on cgroup v1 hybrid hosts). --network=host: the build's
+# pip reaches the package index without a bridge network (which would turn on ip_forward).
+IMAGE ?= widgets:local
+comma := ,
+ENGINE ?= $(shell if docker info >/dev/null 2>&1; then echo docker; \
+	elif command -v podman >/dev/null; then echo podman; \
+	elif command -v buildah >/dev/null; then echo buildah; fi)
+IMAGE_ARGS = $(if $(BASE),--build-arg BASE=$(BASE)) $(if $(BUILDER),--build-arg BUILDER=$(BUILDER)) \
+	$(if $(PIP_CERT),--secret id=pip-cert$(comma)src=$(PIP_CERT)) \
+	$(if $(filter docker,$(ENGINE)),,--ignorefile docker/Dockerfile.dockerignore)
+image:
+	@test -n "$(ENGINE)" || { echo "make image needs docker (with a daemon), podman or buildah" >&2; exit 1; }
+	$(ENGINE) $(if $(filter buildah,$(ENGINE)),build-using-dockerfile,build) --network=host \
+		$(IMAGE_ARGS) $(BUILD_FLAGS) -f docker/Dockerfile -t $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) $(VENV)-oldest build *.egg-info

@@ -6,8 +6,8 @@
 #     RBAC and admission webhook registrations (kind, k3d, minikube or a real one);
 #   - openssl (for a CA and the webhook's serving certificate);
 #   - the operator image, reachable by the cluster's nodes. By default it is built with
-#     docker as widgets:local; on kind, set KIND_CLUSTER=<name> to load it into the nodes,
-#     otherwise push it somewhere and set IMAGE=<registry>/widgets:<tag> (SKIP_BUILD=1 to
+#     `make image` (docker, podman or buildah) as widgets:local; on kind, set
+#     KIND_CLUSTER=<name> to load it into the nodes (docker), otherwise push it somewhere and set IMAGE=<registry>/widgets:<tag> (SKIP_BUILD=1 to
 #     use an image that exists already);
 #   - this repository installed (`make install`), run from its root.
 # The Widget's own workload uses registry.k8s.io/e2e-test-images/agnhost, pulled by the nodes.
@@ -37,9 +37,9 @@ kubectl version >/dev/null 2>&1 || {
 say "Cluster: $(kubectl config current-context), namespace ${NAMESPACE}, image ${IMAGE}"
 
 if [ -z "${SKIP_BUILD:-}" ]; then
-    need docker "install it, or build the image elsewhere and set SKIP_BUILD=1 IMAGE=..."
+    need make "install it, or build the image elsewhere and set SKIP_BUILD=1 IMAGE=..."
     say "Building ${IMAGE}"
-    docker build -f docker/Dockerfile -t "$IMAGE" .
+    make image IMAGE="$IMAGE"   # docker, podman or buildah (docker/Dockerfile)
     if [ -n "${KIND_CLUSTER:-}" ]; then
         need kind "install it, or unset KIND_CLUSTER and push the image"
         kind load docker-image "$IMAGE" --name "$KIND_CLUSTER"

@@ -114,7 +114,8 @@ def _shell_lines(language: str, code: str) -> list[str]:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_shell_blocks_name_real_commands_and_flags(page: str) -> None:
-    targets = set(re.findall(r"^([a-z]+):", (ROOT / "Makefile").read_text(), re.M))
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z]+):", makefile, re.M))
     for language, code in blocks(page):
         if language == "yaml":
             assert list(yaml.safe_load_all(code))
@@ -129,7 +130,9 @@ def test_shell_blocks_name_real_commands_and_flags(page: str) -> None:
             while argv and re.fullmatch(r"[A-Z_]+=\S*", argv[0]):
                 argv.pop(0)
             if argv[0] == "make":
-                assert set(argv[1:]) <= targets, line
+                variables = {a.split("=", 1)[0] for a in argv[1:] if "=" in a}
+                assert {a for a in argv[1:] if "=" not in a} <= targets, line
+                assert all(f"$({v})" in makefile for v in variables), line
             elif argv[0] in ("python", ".venv/bin/python") and argv[1:2] == ["-m"]:
                 assert argv[2] in ("pytest", "cloudcoil_sync.testing"), line
                 if argv[2] == "cloudcoil_sync.testing":

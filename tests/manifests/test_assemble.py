@@ -25,6 +25,11 @@ def route(model: type[Any], path: str, *, mutation: bool = False, **options: Any
     return build_route(model, handler, mutation=mutation, path=path, **options)
 
 
+#: The annotation install and uninstall go by, on every generated object.
+MARK = {"cloudcoil.io/installed-by": "ops/settings"}
+WIDGETS_MARK = {"cloudcoil.io/installed-by": "ops/widgets"}
+
+
 def kinds(documents: list[dict[str, Any]]) -> list[str]:
     return [d["kind"] for d in documents]
 
@@ -75,7 +80,7 @@ def test_controller_only_order_and_secure_deployment() -> None:
     assert documents[2] == {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": {"name": "settings", "namespace": "ops"},
+        "metadata": {"name": "settings", "namespace": "ops", "annotations": MARK},
     }
     deployment = documents[-1]
     assert deployment["spec"]["replicas"] == 2
@@ -117,6 +122,10 @@ def test_grace_period_outlasts_the_drain_and_resources_are_settable() -> None:
     documents = assemble(definition, image="example/settings:v1", requests={"cpu": "1"}, limits={})
     pod = documents[-1]["spec"]["template"]["spec"]
     assert pod["terminationGracePeriodSeconds"] == 66  # ceil(60.5) + 5
+    # The stop is the drain, then the wait for a write on the wire, then the Lease's release.
+    stopping = dataclasses.replace(definition, write_grace=30.0, lease_release=20.0)
+    stop = assemble(stopping, image="example/settings:v1")[-1]["spec"]["template"]["spec"]
+    assert stop["terminationGracePeriodSeconds"] == 116  # ceil(60.5 + 30 + 20) + 5
     assert pod["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
     no_resources = assemble(definition, image="example/settings:v1", requests={}, limits={})
     assert "resources" not in container(no_resources)
@@ -165,11 +174,26 @@ def test_health_server_only_operator_gets_port_and_probes() -> None:
     assert operator["command"] == ["python", "app.py"]
     assert operator["args"] == ["run"]
     assert operator["ports"] == [{"name": "health", "containerPort": 8081}]
-    assert operator["readinessProbe"] == {
-        "httpGet": {"path": "/readyz", "port": "health", "scheme": "HTTP"}
+    http = {"port": "health", "scheme": "HTTP"}
+    # Start-up is checked every second (a replica listens ~3 s after it starts: Ready about a
+    # second later, not a 10 s default period later), for up to 2 minutes.
+    assert operator["startupProbe"] == {
+        "httpGet": {"path": "/healthz", **http},
+        "periodSeconds": 1,
+        "failureThreshold": 120,
     }
+    # Readiness keeps its meaning (standbys are Ready), checked more often than the default.
+    assert operator["readinessProbe"] == {
+        "httpGet": {"path": "/readyz", **http},
+        "periodSeconds": 5,
+        "timeoutSeconds": 2,
+    }
+    # Liveness restarts only a replica silent for a minute, never one busy for seconds.
     assert operator["livenessProbe"] == {
-        "httpGet": {"path": "/healthz", "port": "health", "scheme": "HTTP"}
+        "httpGet": {"path": "/healthz", **http},
+        "periodSeconds": 10,
+        "timeoutSeconds": 5,
+        "failureThreshold": 6,
     }
 
 
@@ -256,7 +280,7 @@ def test_secure_metrics_rbac_is_generated_by_default(ca_pair: tuple[bytes, bytes
         "ClusterRole",
     ]
     operator_role, binding = documents[1], documents[2]
-    assert operator_role["metadata"] == {"name": "widgets.ops"}
+    assert operator_role["metadata"] == {"name": "widgets.ops", "annotations": WIDGETS_MARK}
     assert operator_role["rules"] == [
         {
             "apiGroups": ["authentication.k8s.io"],
@@ -275,7 +299,7 @@ def test_secure_metrics_rbac_is_generated_by_default(ca_pair: tuple[bytes, bytes
     assert documents[7] == {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
-        "metadata": {"name": "widgets.ops-metrics-reader"},
+        "metadata": {"name": "widgets.ops-metrics-reader", "annotations": WIDGETS_MARK},
         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
     }
 
@@ -399,3 +423,40 @@ def test_tls_paths_and_secret_are_checked(ca_pair: tuple[bytes, bytes]) -> None:
     loopback = webhook_definition(ca_pair[0], host="127.0.0.1")
     with pytest.raises(ValueError, match="cannot reach the webhook server"):
         assemble(loopback, image="img")
+
+
+def test_grace_period_of_an_application_covers_its_whole_stop() -> None:
+    """The drain (12 s), the write fence's 30 s, and the Lease's release: two tries of GET +
+    PUT, each within max(1 s, renew_deadline / 2)."""
+    from cloudcoil_sync.application import Application
+    from cloudcoil_sync.controller._internal.leader import LeaderElection
+    from cloudcoil_sync.sharding import Sharding
+
+    def grace(**options: Any) -> int:
+        app = Application(
+            "settings",
+            namespace="ops",
+            health=HealthServer(host="0.0.0.0", port=8080),
+            **options,
+        )
+        app.controller(ConfigMap, shutdown_timeout=12).reconcile()(lambda config: None)
+        (deployment,) = [d for d in app.manifests(image="img") if d["kind"] == "Deployment"]
+        return int(deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
+
+    assert grace() == 12 + 30 + 5
+    election = LeaderElection("settings", lease_duration=30, renew_deadline=20, retry_period=2)
+    assert grace(leader_election=election) == 12 + 30 + 4 * 10 + 5
+    assert grace(leader_election=True) == 12 + 30 + 4 * 5 + 5  # renew_deadline 10 s
+    assert grace(sharding=Sharding(renew_deadline=4, lease_duration=6)) == 12 + 30 + 4 * 2 + 5
+
+
+def test_every_document_carries_the_installed_by_annotation(ca_pair: tuple[bytes, bytes]) -> None:
+    definition = dataclasses.replace(
+        webhook_definition(ca_pair[0]), crds=[crd("alphas.example.com")], lease=("widgets", None)
+    )
+    documents = assemble(definition, image="img")
+    assert len(documents) > 10
+    for document in documents:
+        assert document["metadata"]["annotations"] == WIDGETS_MARK, document["kind"]
+    # the CRD manifest of the definition is not changed by it
+    assert "annotations" not in definition.crds[0][1]["metadata"]

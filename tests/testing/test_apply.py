@@ -147,3 +147,26 @@ def test_keyed_lists_merge_by_key(client: Client) -> None:
     merged = client.patch(path + "b", sidecar, APPLY).json()
     names = [c["name"] for c in merged["spec"]["template"]["spec"]["containers"]]
     assert names == ["main", "side"]
+
+
+def test_an_apply_of_only_name_and_namespace_records_no_manager(client: Client) -> None:
+    """kube-apiserver drops a manager whose field set is empty (structured-merge-diff's
+    Updater: apiVersion, kind, name and namespace are stripped from every set): a
+    ServiceAccount applied with nothing but its name has no managedFields at all."""
+    sa = "/api/v1/namespaces/default/serviceaccounts/bare?fieldManager=installer"
+    body = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "bare"}}
+    named = {**body, "metadata": {"name": "bare", "namespace": "default"}}
+    created = client.patch(sa, named, APPLY)
+    assert created.status_code == 201
+    assert "managedFields" not in created.json()["metadata"]
+    # A field makes it an owner; applying the name alone again gives the field up: the
+    # label goes (nobody else owns it) and so does the manager's entry.
+    labelled = {**body, "metadata": {"name": "bare", "labels": {"a": "b"}}}
+    entries = client.patch(sa, labelled, APPLY).json()["metadata"]["managedFields"]
+    assert [(e["manager"], e["fieldsV1"]) for e in entries] == [
+        ("installer", {"f:metadata": {"f:labels": {"f:a": {}}}})
+    ]
+    bare = client.patch(sa, body, APPLY).json()["metadata"]
+    assert "labels" not in bare and "managedFields" not in bare
+    with_data = apply(client, "installer", {"x": "1"})
+    assert [e["manager"] for e in with_data.json()["metadata"]["managedFields"]] == ["installer"]

@@ -24,6 +24,7 @@ from cloudcoil_sync.admission._internal.routes import (
     ScopedAdmission,
 )
 from cloudcoil_sync.application._internal import composition, runtime
+from cloudcoil_sync.application._internal.extras import Extras
 from cloudcoil_sync.application._internal.lifecycle import Lifespans, LifespanScope
 from cloudcoil_sync.application._internal.manifests import Definition
 from cloudcoil_sync.application._internal.placing import placing_routes
@@ -242,6 +243,14 @@ class Application:
             routes=list(table.routes.values()) if self.webhook is not None else [],
             health=self.health,
             shutdown_timeout=composition.drain_bound(self.controllers, self.webhook),
+            write_grace=composition.write_grace(self.controllers),
+            lease_release=composition.lease_release_bound(
+                election.renew_deadline
+                if election is not None
+                else None
+                if self.sharding is None
+                else self.sharding.renew_deadline
+            ),
             selector_namespaces=composition.controller_namespaces(self.controllers, namespace),
         )
 
@@ -264,11 +273,13 @@ class Application:
         ca_bundle: bytes | None = None,
         requests: Mapping[str, str] | None = None,
         limits: Mapping[str, str] | None = None,
+        extras: Extras | None = None,
     ) -> list[dict[str, Any]]:
         """Offline CRD/RBAC/Service/Deployment/webhook documents, in install order.
 
         ``ca_bundle`` replaces ``WebhookServer.ca_bundle`` (the CLI's ``--ca-file``);
-        ``requests``/``limits`` the container's default resources (``none``: ``{}``).
+        ``requests``/``limits`` the container's default resources (``none``: ``{}``);
+        ``extras`` the optional objects (PodDisruptionBudget, NetworkPolicy, cert-manager).
         """
         from cloudcoil_sync.application._internal.manifests import assemble
 
@@ -281,6 +292,7 @@ class Application:
             ca_bundle=ca_bundle,
             requests=requests,
             limits=limits,
+            extras=extras,
         )
 
     def to_yaml(
@@ -293,6 +305,7 @@ class Application:
         ca_bundle: bytes | None = None,
         requests: Mapping[str, str] | None = None,
         limits: Mapping[str, str] | None = None,
+        extras: Extras | None = None,
     ) -> str:
         """`manifests` as one YAML stream."""
         import yaml
@@ -305,6 +318,7 @@ class Application:
             ca_bundle=ca_bundle,
             requests=requests,
             limits=limits,
+            extras=extras,
         )
         return str(yaml.safe_dump_all(documents, sort_keys=False))
 
@@ -318,6 +332,7 @@ class Application:
         ca_bundle: bytes | None = None,
         requests: Mapping[str, str] | None = None,
         limits: Mapping[str, str] | None = None,
+        extras: Extras | None = None,
         timeout: float = 120.0,
         force: bool = False,
         dry_run: bool = False,
@@ -339,6 +354,7 @@ class Application:
             ca_bundle=ca_bundle,
             requests=requests,
             limits=limits,
+            extras=extras,
             timeout=timeout,
             force=force,
             dry_run=dry_run,

@@ -32,8 +32,10 @@ from click.core import ParameterSource
 
 from cloudcoil_sync._compat.click import ParamType
 from cloudcoil_sync._internal.script_errors import install_excepthook
+from cloudcoil_sync.application._internal.extras_cli import extra_options, extras_from
 
 if TYPE_CHECKING:
+    from cloudcoil_sync.application._internal.extras import Extras
     from cloudcoil_sync.application._internal.manifests import Definition
     from cloudcoil_sync.application._internal.settings import WebhookServer
     from cloudcoil_sync.client import Config
@@ -96,6 +98,7 @@ class ManifestOptions:
     ca_bundle: bytes | None = None
     requests: Mapping[str, str] | None = None
     limits: Mapping[str, str] | None = None
+    extras: Extras | None = None
 
 
 class DefinitionError(click.ClickException):
@@ -189,7 +192,7 @@ def deployment_options(function: F) -> F:
     ]
     for option in reversed(options):
         function = option(function)
-    return function
+    return extra_options(function)
 
 
 def manifest_options(webhook: WebhookServer | None, params: Mapping[str, Any]) -> ManifestOptions:
@@ -213,7 +216,10 @@ def manifest_options(webhook: WebhookServer | None, params: Mapping[str, Any]) -
             "TLS configuration)"
         )
     ca_bundle = _read_ca(webhook, params.get("ca_file"))
-    if webhook is not None and include_webhooks:
+    extras = extras_from(params)
+    if extras is not None and extras.cert_manager and ca_bundle is not None:
+        raise click.UsageError("--cert-manager injects the webhooks' CA: leave out --ca-file")
+    if webhook is not None and include_webhooks and not (extras and extras.cert_manager):
         effective = webhook.ca_bundle if ca_bundle is None else ca_bundle
         if not certificates_only(effective):
             raise click.UsageError(
@@ -228,6 +234,7 @@ def manifest_options(webhook: WebhookServer | None, params: Mapping[str, Any]) -
         ca_bundle=ca_bundle,
         requests=requests,
         limits=limits,
+        extras=extras,
     )
 
 
@@ -347,7 +354,13 @@ def manifests_command(app: Operator) -> click.Command:
         help="Print CRDs, RBAC, Service, Deployment and webhook registrations as YAML (offline).",
     )
     @deployment_options
-    def manifests(**params: Any) -> None:
+    @click.option(
+        "--split",
+        "split",
+        type=click.Path(file_okay=False),
+        help="Write one file per object and a kustomization.yaml into this directory.",
+    )
+    def manifests(split: str | None, **params: Any) -> None:
         import yaml
 
         from cloudcoil_sync.application._internal.manifests import assemble
@@ -363,9 +376,19 @@ def manifests_command(app: Operator) -> click.Command:
                 ca_bundle=options.ca_bundle,
                 requests=options.requests,
                 limits=options.limits,
+                extras=options.extras,
             )
         except (ValueError, TypeError) as exc:
             raise DefinitionError(str(exc)) from None
+        if split is not None:
+            from cloudcoil_sync.application._internal.layout import write_split
+
+            try:
+                written = write_split(documents, split)
+            except OSError as exc:
+                raise click.ClickException(f"cannot write {split}: {exc.strerror}") from None
+            click.echo(f"wrote {len(written)} files to {split}", err=True)
+            return
         click.echo(yaml.safe_dump_all(documents, sort_keys=False), nl=False)
 
     return manifests

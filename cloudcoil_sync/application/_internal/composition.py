@@ -24,6 +24,7 @@ from cloudcoil_sync.application._internal.rbac import ControllerAccess
 from cloudcoil_sync.application._internal.settings import WebhookServer
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.overlap import check_overlap
+from cloudcoil_sync.controller._internal.term import WRITE_GRACE
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.crd._internal.decorator import resource_options
 
@@ -38,6 +39,7 @@ __all__ = [
     "controller_access",
     "controller_namespaces",
     "drain_bound",
+    "lease_release_bound",
     "max_body_bytes",
 ]
 
@@ -147,6 +149,20 @@ def drain_bound(controllers: Iterable[Controller[Any]], webhook: WebhookServer |
     passes = max((float(c.shutdown_timeout) for c in controllers), default=0.0)
     hosting = float(webhook.shutdown_timeout) if webhook is not None else 0.0
     return passes + hosting
+
+
+def write_grace(controllers: Sequence[Controller[Any]]) -> float:
+    """Seconds the stop may wait, after the drain, for a write already on the wire
+    (`controller.term`'s fence): only an operator with controllers writes."""
+    return WRITE_GRACE if controllers else 0.0
+
+
+def lease_release_bound(renew_deadline: float | None) -> float:
+    """Seconds releasing a held Lease may take on stop: two tries of a GET and a PUT, each
+    bounded by the elector's request timeout, max(1 s, renew_deadline / 2); 0 without one."""
+    if renew_deadline is None:
+        return 0.0
+    return 4 * max(1.0, renew_deadline / 2)
 
 
 def configurations(

@@ -1,7 +1,8 @@
 """``install``: server-side apply of the manifests, in order, with waits and progress.
 
 CRDs first, each waited for until Established; then ServiceAccount, RBAC, Service and
-Deployment (manifest order), waiting for the Deployment's current revision to be available;
+Deployment (manifest order), waiting for a cert-manager Certificate to be issued (with
+``--cert-manager``) and for the Deployment's current revision to be available;
 webhook registrations last, so admission is enabled only once its server serves; finally the
 CRDs' kinds are rediscovered. Every write is server-side apply with the field manager
 ``cloudcoil-<app>``, but one: with leader election, a first install (no Deployment yet)
@@ -31,7 +32,14 @@ from cloudcoil_sync.application._internal.cli import (
     operation_options,
     run_operation,
 )
-from cloudcoil_sync.application._internal.manifests import Definition, assemble
+from cloudcoil_sync.application._internal.extras import CERT_MANAGER_API, Extras
+from cloudcoil_sync.application._internal.manifests import (
+    INSTALLED_BY,
+    Definition,
+    assemble,
+    installed_by,
+    mark,
+)
 from cloudcoil_sync.application._internal.progress import (
     InstallConflict,
     InstallError,
@@ -96,6 +104,7 @@ def install(
     ca_bundle: bytes | None = None,
     requests: Mapping[str, str] | None = None,
     limits: Mapping[str, str] | None = None,
+    extras: Extras | None = None,
     timeout: float = 120.0,
     force: bool = False,
     dry_run: bool = False,
@@ -120,6 +129,7 @@ def install(
         ca_bundle=ca_bundle,
         requests=requests,
         limits=limits,
+        extras=extras,
     )
     crds = [d for d in documents if d["kind"] == CRD_KIND]
     ordered = crds + [d for d in documents if d["kind"] != CRD_KIND]
@@ -128,9 +138,9 @@ def install(
         lease = (definition.lease[0], definition.lease[1] or definition.namespace)
     steps = Progress() if progress is None else progress
     with connection(config, definition.namespace, timeout) as cfg:
-        installer = _Installer(
-            cfg, field_manager(definition.name), OperationDeadline(timeout), steps, force, dry_run
-        )
+        deadline = OperationDeadline(timeout)
+        installer = _Installer(cfg, field_manager(definition.name), deadline, steps, force, dry_run)
+        installer.owner = installed_by(definition.name, definition.namespace)
         return installer.run(ordered, wait_rollout=image is not None, lease=lease)
 
 
@@ -172,6 +182,7 @@ class _Installer(Steps):
     ) -> None:
         super().__init__(config, manager, deadline, progress, dry_run)
         self.force = force
+        self.owner = ""  # the INSTALLED_BY value of what this run creates
 
     def run(
         self, documents: list[JSON], *, wait_rollout: bool, lease: tuple[str, str] | None = None
@@ -194,6 +205,8 @@ class _Installer(Steps):
                 continue
             if doc["kind"] == CRD_KIND:
                 self._wait(doc, "established", crd_state)
+            elif doc["kind"] == "Certificate" and doc["apiVersion"] == CERT_MANAGER_API:
+                self._wait(doc, "issued", certificate_state)
             elif doc["kind"] == "Deployment" and wait_rollout:
                 self._wait(doc, "available", rollout_state)
         if lease is not None:  # no Deployment here: the operator runs elsewhere
@@ -213,6 +226,7 @@ class _Installer(Steps):
         try:
             client = self._client(doc)
             before = _get(client, doc)
+            doc = self._marked(doc, before)
             after = client.apply(
                 doc, field_manager=self.manager, force=self.force, dry_run=self.dry_run
             )
@@ -236,6 +250,20 @@ class _Installer(Steps):
             self.progress.line(f"applied {what}: {result.action}{fields}")
         return result
 
+    def _marked(self, doc: JSON, before: JSON | None) -> JSON:
+        """``doc`` with the INSTALLED_BY annotation only if this install creates the object or
+        it carries one already (kept as it is: another namespace's install of the same CRD);
+        an object found in place without it is adopted, never marked, so uninstall leaves it."""
+        if before is None:
+            return doc
+        found = ((before.get("metadata") or {}).get("annotations") or {}).get(INSTALLED_BY)
+        if found is None and INSTALLED_BY in (doc["metadata"].get("annotations") or {}):
+            self.progress.line(
+                f"found {describe(doc)} in place, not installed by {self.manager}: "
+                "uninstall will leave it"
+            )
+        return mark(doc, found)
+
     def _absent(self, doc: JSON) -> bool:
         try:
             return _get(self._client(doc), doc) is None
@@ -252,6 +280,7 @@ class _Installer(Steps):
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"holderIdentity": "", "leaseTransitions": 0},
         }
+        lease = mark(lease, self.owner or None)
         try:
             self.config.client(_LEASES).create(
                 lease, namespace=namespace, field_manager=self.manager, dry_run=self.dry_run
@@ -356,6 +385,16 @@ def crd_state(doc: JSON, obj: JSON) -> tuple[bool, str]:
     return False, f"Established={established.get('status', 'unknown')}"
 
 
+def certificate_state(doc: JSON, obj: JSON) -> tuple[bool, str]:
+    """(issued, state) of a cert-manager Certificate: its Ready condition."""
+    conditions = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+    ready = conditions.get("Ready") or {}
+    if ready.get("status") == "True":
+        return True, "Ready"
+    detail = f": {ready.get('reason', '')} {ready.get('message', '')}".rstrip() if ready else ""
+    return False, f"Ready={ready.get('status', 'unknown')}{detail}"
+
+
 def rollout_state(doc: JSON, obj: JSON) -> tuple[bool, str]:
     """(current revision available, state) for a Deployment, as the reference decides it."""
     want = int((doc.get("spec") or {}).get("replicas", 1))
@@ -436,6 +475,7 @@ def command(app: Operator) -> click.Command:
                 ca_bundle=options.ca_bundle,
                 requests=options.requests,
                 limits=options.limits,
+                extras=options.extras,
                 timeout=timeout,
                 force=force,
                 dry_run=dry_run,

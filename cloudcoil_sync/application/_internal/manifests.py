@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from cloudcoil_sync._internal.names import dns_label
+from cloudcoil_sync.application._internal.extras import Extras, extra_documents, inject_ca
 from cloudcoil_sync.application._internal.images import check_image, check_resources
 from cloudcoil_sync.application._internal.rbac import ControllerAccess, infer_permissions
 
@@ -30,14 +31,24 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_REQUESTS",
+    "INSTALLED_BY",
+    "LIVENESS_PROBE",
+    "READINESS_PROBE",
+    "STARTUP_PROBE",
     "TMP_SIZE_LIMIT",
     "Definition",
     "assemble",
     "certificates_only",
     "grace_period",
+    "installed_by",
 ]
 
 NAME_LABEL = "app.kubernetes.io/name"
+#: The annotation on every generated object: ``<namespace>/<name>`` of the operator. `install`
+#: keeps it only on objects it created (or that carry it already) and `uninstall` deletes only
+#: objects that carry it: the API server's managedFields cannot tell (an object applied with
+#: only its name has none, and an adopted object lists the installer as a manager too).
+INSTALLED_BY = "cloudcoil.io/installed-by"
 #: The operator container's default resources: room for the models import (~80 MB) and caches.
 DEFAULT_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
 DEFAULT_LIMITS = {"memory": "512Mi"}
@@ -47,6 +58,13 @@ TMP_SIZE_LIMIT = "64Mi"
 _GRACE_MARGIN = 5
 _DEFAULT_GRACE = 30
 TLS_MOUNT = "webhook-tls"
+#: Up to 120 s to start listening, checked every second.
+STARTUP_PROBE = {"periodSeconds": 1, "failureThreshold": 120}
+READINESS_PROBE = {"periodSeconds": 5, "timeoutSeconds": 2}
+#: Restarted only after 6 failures 10 s apart, each allowed 5 s.
+LIVENESS_PROBE = {"periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 6}
+#: Stands in for the CA of webhook configurations whose caBundle cert-manager injects.
+_CA_INJECTED = b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"
 _CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.S)
 
 
@@ -58,9 +76,10 @@ class Definition:
     ``crds`` pairs each CRD's model with its manifest; ``lease`` is (name, namespace or None);
     ``sharding`` the namespace of a sharded operator's shard and ring Leases;
     ``routes`` are the webhook server's admission routes; ``shutdown_timeout`` bounds the drain
-    on SIGTERM (controllers, then the webhook server). ``selector_namespaces`` maps a primary
-    (group, version, kind) to the namespaces its controllers watch (None: all), for default
-    webhook namespace selectors.
+    on SIGTERM (controllers, then the webhook server), ``write_grace`` the wait after it for a
+    write on the wire, ``lease_release`` handing back a held Lease. ``selector_namespaces``
+    maps a primary (group, version, kind) to the namespaces its controllers watch (None: all),
+    for default webhook namespace selectors.
     """
 
     name: str
@@ -74,6 +93,8 @@ class Definition:
     routes: Sequence[Route] = ()
     health: HealthServer | None = None
     shutdown_timeout: float = 0.0
+    write_grace: float = 0.0
+    lease_release: float = 0.0
     selector_namespaces: Mapping[GVKKey, Iterable[str | None]] = field(default_factory=dict)
 
 
@@ -110,11 +131,13 @@ def assemble(
     ca_bundle: bytes | None = None,
     requests: Mapping[str, str] | None = None,
     limits: Mapping[str, str] | None = None,
+    extras: Extras | None = None,
 ) -> list[dict[str, Any]]:
     """Manifests of a described definition, in install order.
 
     ``requests``/``limits`` replace the container's default resources (``DEFAULT_REQUESTS``,
-    ``DEFAULT_LIMITS``); an empty mapping leaves that part out.
+    ``DEFAULT_LIMITS``); an empty mapping leaves that part out. ``extras`` adds the optional
+    objects of `extras.Extras` (cert-manager's before the Deployment, the others after it).
     """
     name = dns_label(definition.name, "Application name")
     namespace = dns_label(definition.namespace, "Application namespace")
@@ -127,10 +150,13 @@ def assemble(
     webhook = definition.webhook if include_webhooks else None
     if image is not None and definition.webhook is not None and not include_webhooks:
         raise ValueError("A Deployment for this operator requires its webhook TLS configuration")
+    extras = extras or Extras()
+    before, after = _extras(definition, extras, webhook, image is not None, replicas)
     documents = _identity_documents(definition, name, namespace, webhook)
     if webhook is not None:
         dns_label(webhook.tls_secret, "TLS Secret name")
         documents.append(service(name, namespace, webhook.service_port))
+    documents.extend(before)
     if image is not None:
         documents.append(
             deployment(
@@ -142,13 +168,65 @@ def assemble(
                 webhook=webhook,
                 health=definition.health,
                 resources=resources,
-                grace=grace_period(definition.shutdown_timeout),
+                grace=_grace(definition),
                 sharded=definition.sharding is not None,
             )
         )
+    documents.extend(after)
     if webhook is not None:
-        documents.extend(_webhook_configurations(definition, webhook, ca_bundle))
-    return documents
+        if not extras.cert_manager:
+            documents.extend(_webhook_configurations(definition, webhook, ca_bundle))
+        else:  # cert-manager's cainjector fills in the CA
+            configurations = _webhook_configurations(definition, webhook, _CA_INJECTED)
+            documents.extend(inject_ca(c, name, namespace) for c in configurations)
+    owner = installed_by(name, namespace)
+    return [mark(document, owner) for document in documents]
+
+
+def _grace(definition: Definition) -> int:
+    return grace_period(
+        definition.shutdown_timeout, definition.write_grace, definition.lease_release
+    )
+
+
+def _extras(
+    definition: Definition,
+    extras: Extras,
+    webhook: WebhookServer | None,
+    deployment: bool,
+    replicas: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    health = definition.health
+    metrics_port = webhook.port if webhook is not None else health.port if health else None
+    return extra_documents(
+        extras,
+        name=definition.name,
+        namespace=definition.namespace,
+        replicas=replicas,
+        webhook_port=webhook.port if webhook is not None else None,
+        tls_secret=webhook.tls_secret if webhook is not None else None,
+        metrics_port=metrics_port or None,
+        deployment=deployment,
+    )
+
+
+def installed_by(name: str, namespace: str) -> str:
+    """The `INSTALLED_BY` annotation's value for operator ``name`` in ``namespace``."""
+    return f"{namespace}/{name}"
+
+
+def mark(document: dict[str, Any], owner: str | None) -> dict[str, Any]:
+    """``document`` with the `INSTALLED_BY` annotation set to ``owner`` (None: removed);
+    the input is not changed."""
+    meta = dict(document["metadata"])
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != INSTALLED_BY}
+    if owner is not None:
+        annotations[INSTALLED_BY] = owner
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
+    return {**document, "metadata": meta}
 
 
 def _check_crd_names(definition: Definition) -> None:
@@ -238,9 +316,18 @@ def _reachable(host: str, what: str) -> None:
 
 
 def _probes(port: str, scheme: str) -> dict[str, Any]:
+    """Start-up checked every second (Ready about a second after listening, not a default
+    10 s period later), readiness every 5 s, liveness lenient: only a replica that stays
+    unanswering for a minute is restarted (the kubelet stops liveness once a Pod is deleted,
+    so a draining replica is never killed by it)."""
+
+    def get(path: str) -> dict[str, Any]:
+        return {"httpGet": {"path": path, "port": port, "scheme": scheme}}
+
     return {
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": port, "scheme": scheme}},
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": port, "scheme": scheme}},
+        "startupProbe": {**get("/healthz"), **STARTUP_PROBE},
+        "readinessProbe": {**get("/readyz"), **READINESS_PROBE},
+        "livenessProbe": {**get("/healthz"), **LIVENESS_PROBE},
     }
 
 
@@ -269,9 +356,10 @@ def _tls_volume(webhook: WebhookServer) -> tuple[dict[str, Any], dict[str, Any]]
     return mount, volume
 
 
-def grace_period(shutdown_timeout: float) -> int:
-    """``terminationGracePeriodSeconds`` for a drain bounded by ``shutdown_timeout``."""
-    return max(_DEFAULT_GRACE, math.ceil(shutdown_timeout) + _GRACE_MARGIN)
+def grace_period(shutdown_timeout: float, write_grace: float = 0.0, release: float = 0.0) -> int:
+    """``terminationGracePeriodSeconds`` covering the whole stop: the drain (passes, then the
+    webhook server), the wait for a write on the wire, then the Lease's release."""
+    return max(_DEFAULT_GRACE, math.ceil(shutdown_timeout + write_grace + release) + _GRACE_MARGIN)
 
 
 def deployment(

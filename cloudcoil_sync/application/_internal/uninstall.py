@@ -4,11 +4,14 @@ Admission registrations go first (so no request is sent to a server that is goin
 the Deployment (foreground deletion: its pods go before their permissions), Service, RBAC
 (bindings before roles), ServiceAccount and the leader-election Lease; CRDs only with
 ``include_crds`` (deleting a CRD deletes every custom resource of it). An object is deleted
-only if the installer's field manager ``cloudcoil-<app>`` manages it (the Lease whoever renewed
-it: the operator's replicas write it); same-named objects of other managers are left alone and
-reported. Nothing here depends on how the Deployment would be built (a ``HealthServer`` bound
-to 127.0.0.1 for local runs does not stop an uninstall). Each deletion is waited for until the
-object is gone, all within ``timeout``.
+only if it carries the ``cloudcoil.io/installed-by: <namespace>/<app>`` annotation, which
+``install`` sets on what it creates and never on an object it found in place (the Lease
+whatever it carries: the operator's replicas may have created it); other same-named objects
+are left alone and reported. Field managers cannot decide it: kube-apiserver records none for
+an object applied with only its name (a ServiceAccount), and an adopted object lists the
+installer's manager as well. Nothing here depends on how the Deployment would be built (a
+``HealthServer`` bound to 127.0.0.1 for local runs does not stop an uninstall). Each deletion
+is waited for until the object is gone, all within ``timeout``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,14 @@ from typing import Any
 import click
 
 from cloudcoil_sync.application._internal.cli import Operator, operation_options, run_operation
+from cloudcoil_sync.application._internal.extras import removal_identities
 from cloudcoil_sync.application._internal.install import check_timeout, connection
-from cloudcoil_sync.application._internal.manifests import Definition, assemble
+from cloudcoil_sync.application._internal.manifests import (
+    INSTALLED_BY,
+    Definition,
+    assemble,
+    installed_by,
+)
 from cloudcoil_sync.application._internal.progress import (
     InstallTimeout,
     OperationDeadline,
@@ -37,12 +46,18 @@ from cloudcoil_sync.client import ClientError, Config, NotFound, UnknownKind
 __all__ = ["Removed", "command", "removal_order", "uninstall"]
 
 JSON = dict[str, Any]
+#: Marks the identities of optional objects (never sent): skipped quietly when absent.
+OPTIONAL = "cloudcoil.io/optional"
 #: Stands in for the CA when listing object names: it never leaves this process.
 _PLACEHOLDER_CA = b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"
 _ORDER = (
     "MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration",
+    "NetworkPolicy",
+    "PodDisruptionBudget",
     "Deployment",
+    "Certificate",
+    "Issuer",
     "Service",
     "ClusterRoleBinding",
     "RoleBinding",
@@ -70,7 +85,8 @@ class Removed:
 
 
 def removal_order(definition: Definition) -> list[JSON]:
-    """Every object ``install`` can apply for ``definition``, in removal order (CRDs last)."""
+    """Every object ``install`` can apply for ``definition``, in removal order (CRDs last);
+    the optional ones (`extras`) carry `OPTIONAL`."""
     webhook = definition.webhook is not None
     # Only names matter: the Deployment is not built (its checks are for running in a Pod).
     documents = assemble(
@@ -84,6 +100,9 @@ def removal_order(definition: Definition) -> list[JSON]:
             "coordination.k8s.io/v1", "Lease", lease_name, lease_namespace or namespace
         )
         documents.append(lease)
+    for optional in removal_identities(name, namespace):
+        optional["metadata"]["annotations"] = {OPTIONAL: "true"}
+        documents.append(optional)
     rank = {kind: i for i, kind in enumerate(_ORDER)}
     return sorted(documents, key=lambda d: rank.get(d["kind"], len(_ORDER)))
 
@@ -115,17 +134,21 @@ def uninstall(
     with connection(config, definition.namespace, timeout) as cfg:
         deadline = OperationDeadline(timeout)
         remover = _Remover(cfg, field_manager(definition.name), deadline, steps, dry_run)
+        remover.owner = installed_by(definition.name, definition.namespace)
         return remover.run(documents, include_crds)
 
 
 class _Remover(Steps):
     verb = "removed"
+    owner = ""  # the INSTALLED_BY value of this operator's objects
 
     def run(self, documents: list[JSON], include_crds: bool) -> list[Removed]:
-        self.begin(documents)
+        # An optional object counts as a step only once found (most installs have none).
+        self.begin([d for d in documents if not _optional(d)])
         results = []
         for doc in documents:
             what = describe(doc)
+            result: Removed | None
             if doc["kind"] == "CustomResourceDefinition" and not include_crds:
                 result = Removed(what, "kept", "pass --include-crds to delete it")
                 self.progress.line(f"kept {what}: CRDs are deleted only with --include-crds")
@@ -133,26 +156,38 @@ class _Remover(Steps):
                 if self.deadline.expired:
                     raise self.fail(self.timed_out(f"before removing {what}"), InstallTimeout)
                 result = self._remove(doc)
-            results.append(result)
-            self.finished(what)
+            if not _optional(doc):
+                self.finished(what)
+            elif result is not None:
+                self.done.append(what)
+            if result is not None:
+                results.append(result)
         self._summary(results)
         return results
 
-    def _remove(self, doc: JSON) -> Removed:
+    def _remove(self, doc: JSON) -> Removed | None:
+        """The outcome; None for an optional object that is absent (or not served)."""
         what = describe(doc)
         meta = doc["metadata"]
         name, namespace = meta["name"], meta.get("namespace")
+        optional = _optional(doc)
         try:
-            mapping = self.config.mapper.resolve(doc)
+            try:
+                mapping = self.config.mapper.resolve(doc)
+            except UnknownKind:
+                if optional:  # e.g. no cert-manager in this cluster: nothing of it to remove
+                    return None
+                raise
             client = self.config.client((mapping.group, mapping.version, mapping.plural))
             current = _get(client, name, namespace)
             if current is None:
+                if optional:
+                    return None
                 self.progress.line(f"absent {what}")
                 return Removed(what, "absent")
-            managers = _managers(current)
-            # The Lease is the replicas' own: whoever renewed it last owns its fields.
-            if self.manager not in managers and doc["kind"] != "Lease":
-                detail = f"not installed by {self.manager}; managed by {', '.join(managers)}"
+            # The Lease is the replicas' own (created by install or by the first of them).
+            detail = None if doc["kind"] == "Lease" else self._not_ours(current)
+            if detail is not None:
                 self.progress.line(f"left {what} alone: {detail}")
                 return Removed(what, "left", detail)
             policy = "Foreground" if doc["kind"] == "Deployment" else "Background"
@@ -171,6 +206,19 @@ class _Remover(Steps):
             self.progress.line(f"deleted {what}")
             self._wait_gone(client, what, name, namespace, uid)
         return Removed(what, "deleted")
+
+    def _not_ours(self, current: JSON) -> str | None:
+        """Why ``current`` is not this install's (None: it is): it must carry the
+        INSTALLED_BY annotation with this operator's value."""
+        found = (current["metadata"].get("annotations") or {}).get(INSTALLED_BY)
+        if found == self.owner:
+            return None
+        if found is not None:
+            return f"installed by {found}, not {self.owner} ({INSTALLED_BY})"
+        managers = _managers(current)
+        return f"not installed by {self.manager}: no {INSTALLED_BY} annotation" + (
+            f"; managed by {', '.join(managers)}" if managers else ""
+        )
 
     def _wait_gone(self, client: Any, what: str, name: str, ns: str | None, uid: Any) -> None:
         since = time.monotonic()
@@ -208,6 +256,10 @@ class _Remover(Steps):
             self.progress.line(f"uninstall: nothing to remove ({', '.join(parts)})")
         else:
             self.progress.line(f"uninstalled in {seconds:.1f} s: {', '.join(parts)}")
+
+
+def _optional(doc: JSON) -> bool:
+    return OPTIONAL in (doc["metadata"].get("annotations") or {})
 
 
 def _managers(obj: JSON) -> list[str]:

@@ -254,10 +254,12 @@ def apply_patch(
     merged["metadata"] = meta
     previous: FieldSet = set()
     out: list[JSON] = []
+    # kube-apiserver drops a manager whose set is empty (an apply of only name/namespace).
     for index, entry in enumerate(entries):
         if _is(entry, w, "Apply"):
             previous = from_tree(entry.get("fieldsV1") or {})
-            out.append(_entry(w, "Apply", mine))
+            if mine:
+                out.append(_entry(w, "Apply", mine))
             continue
         if index in lost:
             kept = from_tree(entry.get("fieldsV1") or {}) - lost[index]
@@ -265,7 +267,7 @@ def apply_patch(
                 out.append({**entry, "fieldsV1": to_tree(kept)})
             continue
         out.append(entry)
-    if not any(_is(e, w, "Apply") for e in entries):
+    if mine and not any(_is(e, w, "Apply") for e in entries):
         out.append(_entry(w, "Apply", mine))
     others: FieldSet = set()
     for entry in out:
@@ -273,5 +275,8 @@ def apply_patch(
             others |= from_tree(entry.get("fieldsV1") or {})
     for path in sorted(previous - mine - others, key=len, reverse=True):
         _delete_at(merged, path)
+    for key in ("labels", "annotations"):  # ObjectMeta omits them when empty
+        if merged["metadata"].get(key) == {}:
+            del merged["metadata"][key]
     merged["metadata"]["managedFields"] = sort_entries(out)
     return merged
