@@ -399,3 +399,16 @@ def test_tls_paths_and_secret_are_checked(ca_pair: tuple[bytes, bytes]) -> None:
     loopback = webhook_definition(ca_pair[0], host="127.0.0.1")
     with pytest.raises(ValueError, match="cannot reach the webhook server"):
         assemble(loopback, image="img")
+
+
+def test_a_client_ca_is_mounted_from_the_tls_secret(ca_pair: tuple[bytes, bytes]) -> None:
+    # Issue 37: WebhookServer(client_ca_file=...) verifies the API server's certificate.
+    definition = webhook_definition(ca_pair[0], client_ca_file="/var/run/cloudcoil/tls/ca.crt")
+    (deployment,) = [d for d in assemble(definition, image="img") if d["kind"] == "Deployment"]
+    (volume,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if "secret" in v]
+    assert volume["secret"]["items"][-1] == {"key": "ca.crt", "path": "ca.crt"}
+    elsewhere = webhook_definition(ca_pair[0], client_ca_file="/etc/ca.crt")
+    with pytest.raises(ValueError, match="client_ca_file must be a third file beside certfile"):
+        assemble(elsewhere, image="img")
+    with pytest.raises(TypeError, match="client_ca_file must be a file path"):
+        WebhookServer(client_ca_file="")
