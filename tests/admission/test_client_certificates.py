@@ -94,7 +94,7 @@ def test_without_a_client_ca_no_certificate_is_asked(
 def test_an_unusable_client_ca_file_is_a_clear_error(host_factory: Factory, tmp_path: Path) -> None:
     bad = tmp_path / "ca.crt"
     bad.write_text("not a certificate")
-    with pytest.raises(ValueError, match="client CA file .* holds no usable CA certificate"):
+    with pytest.raises(ValueError, match=r"client CA file .* holds no usable CA certificate"):
         host_factory(client_ca_file=str(bad))
     with pytest.raises(ValueError, match="does not exist"):
         host_factory(client_ca_file=str(tmp_path / "missing.crt"))
