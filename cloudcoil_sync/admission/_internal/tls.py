@@ -62,7 +62,7 @@ class TLSFront:
         port: int = 9443,
         limits: ConnectionLimits | None = None,
         io_timeout: float = 30.0,
-        backlog: int = 128,
+        backlog: int = 1024,
     ) -> None:
         self.certificates = certificates
         self.serve = serve
@@ -70,6 +70,8 @@ class TLSFront:
         self.port = port
         self.limits = limits if limits is not None else ConnectionLimits()
         self.io_timeout = io_timeout
+        # Deep enough for a flood of connections while the accept thread catches up: a full
+        # backlog drops SYNs, and a client's retransmission comes only after a second.
         self.backlog = backlog
         self.table = ConnectionTable(self.limits)
         self._lock = threading.Lock()
