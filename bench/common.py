@@ -148,6 +148,9 @@ def _serve() -> None:
             emu.clear_log()
         elif op == "cpu":
             reply = time.process_time()
+        elif op == "count":  # requests whose path contains `path`, since the last count
+            reply = sum(1 for entry in emu.request_log if cmd["path"] in entry.path)
+            emu.clear_log()
         print(json.dumps({"reply": reply}), flush=True)
     emu.stop()
 
@@ -235,6 +238,10 @@ class EmulatorProcess:
 
     def cpu(self) -> float:
         return float(self.call("cpu"))
+
+    def count(self, path: str) -> int:
+        """Requests whose path contains `path` since the last count (the log is cleared)."""
+        return int(self.call("count", path=path))
 
     def finish(self, namespace: str) -> None:
         """Nothing to clean: the emulator process goes away with its namespaces."""

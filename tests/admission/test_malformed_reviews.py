@@ -133,6 +133,12 @@ def test_a_huge_array_of_empty_objects_is_refused_before_decoding(
     assert served.handled == 0
 
 
+def test_separators_inside_strings_are_not_values(served: Served) -> None:
+    # 200,000 commas and brackets in a string are one value, not 200,000.
+    status, document = served.post("/mutate/cm", with_object_field(json.dumps(",[{" * 200_000)))
+    assert status == 200 and document["response"]["allowed"] is True
+
+
 def test_wrong_kind_reviews_are_logged_once_per_client_and_interval(
     served: Served, records: pytest.LogCaptureFixture
 ) -> None:

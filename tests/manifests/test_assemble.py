@@ -460,3 +460,16 @@ def test_every_document_carries_the_installed_by_annotation(ca_pair: tuple[bytes
         assert document["metadata"]["annotations"] == WIDGETS_MARK, document["kind"]
     # the CRD manifest of the definition is not changed by it
     assert "annotations" not in definition.crds[0][1]["metadata"]
+
+
+def test_a_client_ca_is_mounted_from_the_tls_secret(ca_pair: tuple[bytes, bytes]) -> None:
+    # Issue 37: WebhookServer(client_ca_file=...) verifies the API server's certificate.
+    definition = webhook_definition(ca_pair[0], client_ca_file="/var/run/cloudcoil/tls/ca.crt")
+    (deployment,) = [d for d in assemble(definition, image="img") if d["kind"] == "Deployment"]
+    (volume,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if "secret" in v]
+    assert volume["secret"]["items"][-1] == {"key": "ca.crt", "path": "ca.crt"}
+    elsewhere = webhook_definition(ca_pair[0], client_ca_file="/etc/ca.crt")
+    with pytest.raises(ValueError, match="client_ca_file must be a third file beside certfile"):
+        assemble(elsewhere, image="img")
+    with pytest.raises(TypeError, match="client_ca_file must be a file path"):
+        WebhookServer(client_ca_file="")

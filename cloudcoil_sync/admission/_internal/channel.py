@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 else:
     _WSGITask = WSGITask
 
-__all__ = ["LATE_ANSWER", "NO_BODY_PATHS", "WAITRESS_INTERNALS", "Connections"]
+__all__ = ["CLIENT_VERIFIED", "LATE_ANSWER", "NO_BODY_PATHS", "WAITRESS_INTERNALS", "Connections"]
 
 log = logging.getLogger("cloudcoil_sync.admission.server")
 
@@ -56,6 +56,8 @@ log = logging.getLogger("cloudcoil_sync.admission.server")
 # sent, whatever the app answers later is discarded and the connection closes. It lets an app
 # run slow code on the connection's own thread and still answer on time.
 LATE_ANSWER = "cloudcoil.late_answer"
+# The environ key telling whether the client presented a certificate the listener verified.
+CLIENT_VERIFIED = "cloudcoil.client_verified"
 # How long a late answer may wait for the client to take it (it is small: the socket buffer).
 _LATE_SEND_TIMEOUT = 1.0
 # Everything this module uses of waitress beyond its public API (`create_server`), by
@@ -173,6 +175,7 @@ class _Task(_WSGITask):
         if environ is None:
             environ = super().get_environment()
             environ[LATE_ANSWER] = self.channel.answer_late
+            environ[CLIENT_VERIFIED] = self.channel.stream.client_verified
         return environ
 
 

@@ -32,7 +32,7 @@ class ConnectionLimits:
     min_body_rate: int = 64 * 1024
     body_grace: float = 2.0
     idle_timeout: float = 30.0
-    evictable_silence: float = 0.25
+    evictable_silence: float = 0.1
     evictable_idle: float = 1.0
     max_rejecting: int = 128
     retry_after: int = 1

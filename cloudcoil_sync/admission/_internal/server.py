@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.admission._internal.channel import (
+    CLIENT_VERIFIED,
     LATE_ANSWER,
     NO_BODY_PATHS,
     WAITRESS_INTERNALS,
@@ -61,7 +62,9 @@ class OperatorEndpoints:
 
     `/healthz` → `healthy`, `/readyz` → `ready`, `/controllers/readyz` → `controllers_ready`
     (each `ok\\n` or 503 `not ready\\n`); `/metrics` → the Prometheus registry, empty if none,
-    to whom `metrics_access` allows it if given (else 401/403/500 as it decides).
+    to whom `metrics_access` allows it if given (else 401/403/429/500 as it decides). With
+    `client_certificates`, every other path (admission) is answered 403 unless the client
+    presented a certificate the listener verified.
     """
 
     def __init__(
@@ -73,9 +76,11 @@ class OperatorEndpoints:
         controllers_ready: Check | None = None,
         registry: CollectorRegistry | None = None,
         metrics_access: Access | None = None,
+        client_certificates: bool = False,
     ) -> None:
         self.app = app
         self.metrics_access = metrics_access
+        self.client_certificates = client_certificates
         self.checks: dict[str, Check] = {
             "/healthz": healthy or _always,
             "/readyz": ready or _always,
@@ -112,6 +117,9 @@ class OperatorEndpoints:
                 extra = [("Retry-After", "1")] if code == 429 else []
                 return _answer(start_response, _REFUSED[code], body, extra=extra)
             return self._metrics(start_response)
+        if self.client_certificates and not environ.get(CLIENT_VERIFIED):
+            body = b"A client certificate signed by the webhook's client CA is required\n"
+            return _answer(start_response, "403 Forbidden", body)
         return self.app(environ, start_response)
 
     def _metrics(self, start_response: StartResponse) -> Iterable[bytes]:
@@ -174,7 +182,10 @@ class WebhookHost:
     passed on. The watchdog thread for late answers and the turns' monitor start and stop
     with the host.
     `start` raises ValueError when the TLS files are missing or do not match, OSError when
-    the port cannot be bound. Certificates are reloaded when their files change.
+    the port cannot be bound. Certificates are reloaded when their files change. With
+    `client_ca_file` (controller-runtime's ClientCAName), a client certificate that does not
+    chain to those CAs fails the handshake, and admission paths need a verified one (403);
+    the probes and `/metrics` (bearer tokens) do not.
     """
 
     def __init__(
@@ -195,6 +206,7 @@ class WebhookHost:
         controllers_ready: Check | None = None,
         registry: CollectorRegistry | None = None,
         metrics_access: Access | None = None,
+        client_ca_file: str | None = None,
     ) -> None:
         self.app = OperatorEndpoints(
             app,
@@ -203,8 +215,10 @@ class WebhookHost:
             controllers_ready=controllers_ready,
             registry=registry,
             metrics_access=metrics_access,
+            client_certificates=client_ca_file is not None,
         )
         self.certfile, self.keyfile = certfile, keyfile
+        self.client_ca_file = client_ca_file
         self.host, self.port = host, port
         self.threads = threads
         self.limits = limits if limits is not None else ConnectionLimits()
@@ -228,6 +242,7 @@ class WebhookHost:
             host=settings.host,
             port=settings.port,
             limits=settings.limits,
+            client_ca_file=settings.client_ca_file,
             **options,
         )
 
@@ -259,7 +274,10 @@ class WebhookHost:
             raise RuntimeError("The webhook server can only be started once")
         self._started = True
         self.certificates = CertificateStore(
-            self.certfile, self.keyfile, check_interval=self.reload_interval
+            self.certfile,
+            self.keyfile,
+            check_interval=self.reload_interval,
+            client_ca_file=self.client_ca_file,
         )
         http = Connections(
             self.app,

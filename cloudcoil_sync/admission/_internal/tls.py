@@ -6,9 +6,7 @@ hands each connection to a thread of its own (bounded), performs the handshake t
 deadline, then lets the caller's `serve` speak HTTP over the decrypted stream on that same
 thread: no plaintext ever leaves the process, and no bytes are relayed between threads.
 
-Serving certificates are reloaded when their files change (cert-manager rotation): new
-connections use the new pair, established ones keep theirs, a bad new pair is logged and the
-previous one kept.
+Serving certificates are reloaded when their files change (`serving_certs`).
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ from collections.abc import Callable
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.admission._internal.connections import Connection, ConnectionTable, Phase
 from cloudcoil_sync.admission._internal.limits import ConnectionLimits
+from cloudcoil_sync.admission._internal.serving_certs import CertificateStore, load_server_context
 
 __all__ = ["CertificateStore", "TLSFront", "TLSStream", "load_server_context"]
 
@@ -35,82 +34,6 @@ _CHUNK = 65536
 _LIMIT_WARNING_INTERVAL = 10.0
 # Accept retry when it failed (EMFILE) and no connection of ours can free a descriptor.
 _ACCEPT_RETRY = 1.0
-
-
-def load_server_context(certfile: str, keyfile: str) -> ssl.SSLContext:
-    """A TLS 1.2+ server context for the pair; ValueError naming the problem otherwise."""
-    for path in (certfile, keyfile):
-        if not os.path.isfile(path):
-            raise ValueError(f"Webhook TLS file does not exist: {path}")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.set_alpn_protocols(["http/1.1"])
-    # A client's TCP half-close (no close_notify) must not poison the session: its answer
-    # still has to be written.
-    context.options |= ssl.OP_IGNORE_UNEXPECTED_EOF
-    try:
-        context.load_cert_chain(certfile, keyfile)
-    except ssl.SSLError as error:
-        raise ValueError(
-            f"Webhook TLS certificate {certfile} and key {keyfile} cannot be used together: "
-            f"{error.reason or error}"
-        ) from None
-    except OSError as error:
-        raise ValueError(f"Webhook TLS files cannot be read: {error}") from None
-    return context
-
-
-def _signature(path: str) -> tuple[int, int, int, int]:
-    # stat follows symlinks: a Secret volume's atomic `..data` swap changes the inode.
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (0, 0, 0, 0)
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-
-
-class CertificateStore:
-    """The current server SSLContext, rebuilt when the certificate or key file changes.
-
-    Files are checked at most every `check_interval` seconds, from whichever connection
-    thread asks first; others keep using the current context meanwhile.
-    """
-
-    def __init__(self, certfile: str, keyfile: str, *, check_interval: float = 2.0) -> None:
-        self.certfile = certfile
-        self.keyfile = keyfile
-        self.check_interval = check_interval
-        self._signatures = (_signature(certfile), _signature(keyfile))
-        self._context = load_server_context(certfile, keyfile)
-        self._checked = time.monotonic()
-        self._lock = threading.Lock()
-        self.reloads = 0
-
-    def context(self) -> ssl.SSLContext:
-        """The context for a new connection, reloading first when the files changed."""
-        if time.monotonic() - self._checked >= self.check_interval and self._lock.acquire(
-            blocking=False
-        ):
-            try:
-                self._checked = time.monotonic()
-                self._maybe_reload()
-            finally:
-                self._lock.release()
-        return self._context
-
-    def _maybe_reload(self) -> None:
-        signatures = (_signature(self.certfile), _signature(self.keyfile))
-        if signatures == self._signatures:
-            return
-        # Record before loading: a bad pair is reported once, retried only when files change.
-        self._signatures = signatures
-        try:
-            self._context = load_server_context(self.certfile, self.keyfile)
-        except ValueError as error:
-            log.error("Keeping the previous webhook TLS certificate: %s", error)
-            return
-        self.reloads += 1
-        log.info("Reloaded webhook TLS certificate from %s", self.certfile)
 
 
 Serve = Callable[["TLSStream"], None]
@@ -139,7 +62,7 @@ class TLSFront:
         port: int = 9443,
         limits: ConnectionLimits | None = None,
         io_timeout: float = 30.0,
-        backlog: int = 128,
+        backlog: int = 1024,
     ) -> None:
         self.certificates = certificates
         self.serve = serve
@@ -147,6 +70,8 @@ class TLSFront:
         self.port = port
         self.limits = limits if limits is not None else ConnectionLimits()
         self.io_timeout = io_timeout
+        # Deep enough for a flood of connections while the accept thread catches up: a full
+        # backlog drops SYNs, and a client's retransmission comes only after a second.
         self.backlog = backlog
         self.table = ConnectionTable(self.limits)
         self._lock = threading.Lock()
@@ -433,6 +358,8 @@ class TLSStream:
         self.connection = connection
         self.fd = tls.fileno()
         self.peer: tuple[str, int] = tls.getpeername()[:2]
+        # A certificate was sent and verified against the client CA (when one is configured).
+        self.client_verified = bool(tls.getpeercert())
         self.poller = select.poll()
         self.poller.register(self.fd, select.POLLIN)
         self.poller.register(front._wake_r, select.POLLIN)

@@ -346,13 +346,16 @@ def _tls_volume(webhook: WebhookServer) -> tuple[dict[str, Any], dict[str, Any]]
             "Deployment TLS files must be distinct absolute paths in the same non-root directory"
         )
     mount = {"name": TLS_MOUNT, "mountPath": str(cert.parent), "readOnly": True}
-    volume = {
-        "name": TLS_MOUNT,
-        "secret": {
-            "secretName": webhook.tls_secret,
-            "items": [{"key": "tls.crt", "path": cert.name}, {"key": "tls.key", "path": key.name}],
-        },
-    }
+    items = [{"key": "tls.crt", "path": cert.name}, {"key": "tls.key", "path": key.name}]
+    if webhook.client_ca_file is not None:
+        ca = PurePosixPath(webhook.client_ca_file)
+        if ca.parent != cert.parent or ca.name in (cert.name, key.name):
+            raise ValueError(
+                "WebhookServer.client_ca_file must be a third file beside certfile and keyfile "
+                "(mounted from the TLS Secret's ca.crt key)"
+            )
+        items.append({"key": "ca.crt", "path": ca.name})
+    volume = {"name": TLS_MOUNT, "secret": {"secretName": webhook.tls_secret, "items": items}}
     return mount, volume
 
 

@@ -77,6 +77,10 @@ class WebhookServer:
     `secure_metrics` serves `/metrics` only to bearer tokens the API server authenticates
     and authorizes for `get` on it (TokenReview + SubjectAccessReview, cached; the
     generated RBAC grants both reviews and a `<name>.<namespace>-metrics-reader` ClusterRole).
+    `client_ca_file` (controller-runtime's ClientCAName) verifies the API server's calls: a
+    client certificate that does not chain to those CAs fails the handshake and admission
+    paths need one that does (403); probes and `/metrics` do not. It must sit beside
+    `certfile`: the Deployment mounts it from the Secret's `ca.crt` key.
     """
 
     ca_bundle: bytes = b""
@@ -90,6 +94,7 @@ class WebhookServer:
     shutdown_timeout: float = 10
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     secure_metrics: bool = True
+    client_ca_file: str | None = None
 
     def __post_init__(self) -> None:
         install_for_script()
@@ -110,3 +115,7 @@ class WebhookServer:
             raise TypeError("WebhookServer.limits must be a ConnectionLimits")
         if not isinstance(self.ca_bundle, bytes):
             raise TypeError("WebhookServer.ca_bundle must be PEM bytes")
+        if self.client_ca_file is not None and (
+            not isinstance(self.client_ca_file, str) or not self.client_ca_file
+        ):
+            raise TypeError("WebhookServer.client_ca_file must be a file path or None")

@@ -31,23 +31,7 @@ def delete(store: Store, req: Req) -> tuple[int, JSON]:
         if old is None:
             raise st.not_found(rt.plural, rt.group, req.name)
         meta = old["metadata"]
-        for what, label, hint in (
-            ("uid", "UID", "deleted and then recreated"),
-            ("resourceVersion", "ResourceVersion", "modified"),
-        ):
-            if pre.get(what) and pre[what] != meta.get(what):
-                detail = {"name": req.name}
-                if rt.group:
-                    detail["group"] = rt.group
-                detail["kind"] = rt.kind
-                raise st.ApiError(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on {rt.kind} "{req.name}": the {label} '
-                    f"in the precondition ({pre[what]}) does not match the {label} in record "
-                    f"({meta.get(what)}). The object might have been {hint}",
-                    detail,
-                )
+        _check_preconditions(req, meta, pre)
         finalizers = list(meta.get("finalizers") or [])
         if policy == "Foreground" and "foregroundDeletion" not in finalizers:
             finalizers.append("foregroundDeletion")
@@ -82,6 +66,28 @@ def delete(store: Store, req: Req) -> tuple[int, JSON]:
         if req.dry_run:
             return 200, from_storage(rt, new)
         return 200, from_storage(rt, store.put(rt.key, new, old))
+
+
+def _check_preconditions(req: Req, meta: JSON, pre: JSON) -> None:
+    """kube-apiserver's 409 when a delete's preconditions (uid, resourceVersion) do not hold."""
+    rt = req.rt
+    for what, label, hint in (
+        ("uid", "UID", "deleted and then recreated"),
+        ("resourceVersion", "ResourceVersion", "modified"),
+    ):
+        if pre.get(what) and pre[what] != meta.get(what):
+            detail = {"name": req.name}
+            if rt.group:
+                detail["group"] = rt.group
+            detail["kind"] = rt.kind
+            raise st.ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {rt.kind} "{req.name}": the {label} '
+                f"in the precondition ({pre[what]}) does not match the {label} in record "
+                f"({meta.get(what)}). The object might have been {hint}",
+                detail,
+            )
 
 
 def set_condition(obj: JSON, kind: str, status: str, reason: str, message: str) -> bool:
