@@ -211,3 +211,13 @@ def test_token_reads_kubeconfig_from_the_environment(
     token = result.output.strip()
     with kube_emulator.config(token=token) as as_op:
         assert as_op.transport.request_json("GET", "/version")["major"]
+
+
+def test_a_crd_deleted_before_it_is_established_gets_its_terminating_condition() -> None:
+    # The emulator serves a CRD before its establishing controller writes conditions (null
+    # until then): deleting it in that window must not fail with a 500.
+    from cloudcoil_sync.testing._internal.deletion import set_condition
+
+    crd_object: dict[str, Any] = {"status": {"conditions": None}}
+    assert set_condition(crd_object, "Terminating", "True", "InstanceDeletionPending", "soon")
+    assert [c["type"] for c in crd_object["status"]["conditions"]] == ["Terminating"]

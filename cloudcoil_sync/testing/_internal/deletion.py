@@ -93,7 +93,9 @@ def _check_preconditions(req: Req, meta: JSON, pre: JSON) -> None:
 def set_condition(obj: JSON, kind: str, status: str, reason: str, message: str) -> bool:
     """Set a status condition of ``obj`` (its transition time when the status changes);
     whether anything changed."""
-    conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+    current = obj.setdefault("status", {})
+    # A CRD is served before its establishing controller writes conditions (null until then).
+    conditions = current["conditions"] = current.get("conditions") or []
     for condition in conditions:
         if condition.get("type") == kind:
             if (condition.get("status"), condition.get("reason"), condition.get("message")) == (
