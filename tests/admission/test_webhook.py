@@ -356,12 +356,19 @@ def test_delete_has_no_resource(webhook: AdmissionWebhook, handlers: Handlers) -
     assert request.resource is None and isinstance(request.old_resource, ConfigMap)
 
 
-def test_admission_denied(webhook: AdmissionWebhook, handlers: Handlers) -> None:
+def test_admission_denied(
+    webhook: AdmissionWebhook, handlers: Handlers, caplog: pytest.LogCaptureFixture
+) -> None:
     def deny(request: AdmissionRequest[Any]) -> None:
         raise AdmissionDenied("settings are frozen")
 
     handlers.validate = deny
-    response = response_of(call(webhook, "/validate/cm", review())[2])
+    with caplog.at_level(logging.INFO, logger="cloudcoil_sync.admission"):
+        response = response_of(call(webhook, "/validate/cm", review())[2])
+    # A denial is in `kubectl logs` at the default level, naming the route and the object.
+    (line,) = [r.getMessage() for r in caplog.records if "denied" in r.getMessage()]
+    assert line.startswith("/validate/cm denied CREATE ConfigMap ")
+    assert line.endswith(": settings are frozen")
     assert response["allowed"] is False
     assert response["status"] == {
         "code": 403,

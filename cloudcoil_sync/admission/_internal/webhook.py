@@ -205,8 +205,7 @@ class AdmissionWebhook(AdmissionRoutes):
         if isinstance(outcome, tuple):
             return outcome
         if isinstance(outcome, AdmissionDenied):
-            status = {"code": outcome.code, "reason": outcome.reason, "message": outcome.message}
-            return 200, _response(uid, False, status=status)
+            return 200, _denial(route, request, outcome)
         try:
             patch = _patch(route, received, before, outcome)
         except Exception:
@@ -216,6 +215,12 @@ class AdmissionWebhook(AdmissionRoutes):
                 _subject(route, request),
             )
             return 500, {"message": _FAILED}
+        log.debug(
+            "%s allowed %s (%d patch operations)",
+            route.path,
+            _subject(route, request),
+            len(patch or ()),
+        )
         if not patch:
             return 200, _response(uid, True)
         encoded = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
@@ -350,6 +355,16 @@ def _deleting(review: dict[str, Any]) -> bool:
         and isinstance(metadata, dict)
         and bool(metadata.get("deletionTimestamp"))
     )
+
+
+def _denial(
+    route: Route, request: AdmissionRequest[Any], denied: AdmissionDenied
+) -> dict[str, Any]:
+    """The response denying `request`, logged: a denial is what a kubectl user sees, so its
+    line is in `kubectl logs` at the default level (allowed requests log at DEBUG)."""
+    log.info("%s denied %s: %s", route.path, _subject(route, request), denied.message)
+    status = {"code": denied.code, "reason": denied.reason, "message": denied.message}
+    return _response(request.uid, False, status=status)
 
 
 def _subject(route: Route, request: AdmissionRequest[Any]) -> str:
