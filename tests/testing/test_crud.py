@@ -268,7 +268,12 @@ def test_custom_resource_without_status_subresource_bumps_generation_on_status(
                     "name": "v1",
                     "served": True,
                     "storage": True,
-                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
                 }
             ],
         },

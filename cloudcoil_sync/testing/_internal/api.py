@@ -187,7 +187,7 @@ def _respond_error(ex: Exchange, err: st.ApiError) -> None:
     if ex.streaming:
         return
     try:
-        ex.respond(err.code, dumps(err.body()), headers=err.headers)
+        ex.respond(err.code, dumps(err.body()), headers=err.headers, warnings=err.warnings)
     except OSError:
         ex.close_connection = True
 
@@ -246,7 +246,11 @@ def _dispatch(emu: Backend, ex: Exchange, path: str, query: dict[str, str], user
         ex.headers.get("User-Agent", ""),
         user,
     )
-    _execute(emu, ex, verb, req)
+    try:
+        _execute(emu, ex, verb, req)
+    except st.ApiError as err:  # a refused write still carries its decoding warnings
+        err.warnings = req.warnings
+        raise
 
 
 def _execute(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
@@ -288,7 +292,7 @@ def _execute(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
         status, result = objects.delete(req)
     else:
         status, result = 200, objects.delete_collection(req)
-    ex.respond(status, _encode(emu, req, result))
+    ex.respond(status, _encode(emu, req, result), warnings=req.warnings)
 
 
 def _read(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
