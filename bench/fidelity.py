@@ -50,11 +50,12 @@ def real_answers(kubeconfig: str | None, crds: list[dict[str, Any]]) -> list[dic
     session, url = raw_session(kubeconfig)
     server = Server(url, session)
     pause = threading.Event()
+    extra = [{"metadata": {"name": "badrules.fid39.example.com"}}]  # should it be created
     setup(server, NS, crds, lambda: pause.wait(1.0))
     try:
-        return run_cases(server, cases())
+        return run_cases(server, cases(), lambda: pause.wait(3.0))
     finally:
-        teardown(server, NS, crds)
+        teardown(server, NS, crds + extra)
 
 
 def emulator_answers(crds: list[dict[str, Any]], sent: list[dict[str, Any]]) -> list[Any]:
@@ -66,7 +67,7 @@ def emulator_answers(crds: list[dict[str, Any]], sent: list[dict[str, Any]]) -> 
         session.headers["Authorization"] = f"Bearer {emu.admin_token}"
         server = Server(emu.url, session)
         setup(server, NS, crds, emu.settle)
-        return run_cases(server, sent)
+        return run_cases(server, sent, emu.settle)
 
 
 def report(expected: list[dict[str, Any]], actual: list[dict[str, Any]]) -> dict[str, Any]:

@@ -24,8 +24,10 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   specs, Namespaces and CRDs. Custom resources are pruned, defaulted and validated against
   their CRD's structural schema as kube-apiserver 1.32 does (``custom.py``: unknown-field
   warnings and strict errors, types, formats, bounds, patterns, enums, list types, ``/scale``
-  paths), checked field for field against its recorded answers in ``tests/recordings/fidelity``;
-  one object's property errors come in schema order (kube-apiserver's order is random).
+  paths) and their CEL rules (``cel_rules.py``, with cel-expr-python from the ``testing``
+  extra: without it CRDs carrying rules are refused), checked field for field against its
+  recorded answers in ``tests/recordings/fidelity``; one object's property errors come in
+  schema order (kube-apiserver's order is random). No CEL cost budget, no ratcheting.
 - managedFields of built-in kinds use a small schema table (keyed lists such as containers/env/
   conditions/ownerReferences, set lists such as finalizers, atomic structs such as selector)
   instead of OpenAPI; other lists are atomic. Custom resources follow their CRD schema's

@@ -57,6 +57,11 @@ class Server:
 def setup(server: Server, namespace: str, crds: list[JSON], wait: Callable[[], None]) -> None:
     """A fresh namespace and the CRDs, established."""
     teardown(server, namespace, crds)
+    deadline = time.monotonic() + 120
+    while server.send("GET", f"/api/v1/namespaces/{namespace}", None, "", {})["status"] != 404:
+        if time.monotonic() > deadline:  # a real server finalizes a namespace's contents first
+            raise TimeoutError(f"namespace {namespace} still there after 120 s")
+        wait()
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     _ok(server.send("POST", "/api/v1/namespaces", ns, "application/json", {}))
     for crd in crds:
@@ -92,8 +97,11 @@ def _established(crd: Any) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
-def run_cases(server: Server, cases: list[JSON]) -> list[JSON]:
-    """Each case with the server's answer."""
+def run_cases(
+    server: Server, cases: list[JSON], settle: Callable[[], None] = lambda: None
+) -> list[JSON]:
+    """Each case with the server's answer; ``settle`` runs after cases marked ``settle``
+    (a changed CRD takes effect asynchronously)."""
     out = []
     for case in cases:
         body = case["body"]
@@ -102,6 +110,8 @@ def run_cases(server: Server, cases: list[JSON]) -> list[JSON]:
             body = copy.deepcopy(body)
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         answer = server.send(case["method"], case["path"], body, case["ctype"], case["query"])
+        if case.get("settle"):
+            settle()
         out.append({**case, "response": answer})
     return out
 

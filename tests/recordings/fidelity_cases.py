@@ -80,7 +80,102 @@ def _spec_schema() -> JSON:
                 "default": {},
                 "properties": {"a": _s(default="x"), "b": _i(default=7), "c": _s()},
             },
+            "secret": _s(maxLength=10),
+            "immutable": _s(**_rules(("self == oldSelf", "immutable is immutable"))),
+            "cel": _cel_schema(),
         },
+        **_rules(
+            ("self.name != 'forbidden'", None),
+            ("!has(self.secret)", "secret is not allowed", {"reason": "FieldValueForbidden"}),
+            ("self.size >= 1", None, {"fieldPath": ".size"}),
+        ),
+    }
+
+
+def _rules(*rules: tuple[Any, ...]) -> JSON:
+    """``x-kubernetes-validations`` from (rule, message or None[, extra fields]) tuples."""
+    out = []
+    for rule, message, *extra in rules:
+        entry: JSON = {"rule": rule}
+        if message is not None:
+            entry["message"] = message
+        for more in extra:
+            entry.update(more)
+        out.append(entry)
+    return {"x-kubernetes-validations": out}
+
+
+def _cel_schema() -> JSON:
+    """An object whose every field carries CEL rules (about 20 in all)."""
+    strings = {"type": "array", "items": _s(maxLength=10), "maxItems": 10}
+    props = {
+        "low": _i(),
+        "high": _i(),
+        "start": _s(maxLength=20, **_rules(("self.indexOf('x') < 0", "start may not contain x"))),
+        "words": {
+            **strings,
+            **_rules(("self.all(w, w == w.lowerAscii())", "words must be lowercase")),
+        },
+        "nums": {
+            "type": "array",
+            "items": _i(),
+            "maxItems": 10,
+            **_rules(("self.isSorted()", "nums must be sorted"), ("self.sum() <= 100", None)),
+        },
+        "host": _s(maxLength=50, **_rules(("self.matches('^[a-z.]+$')", None))),
+        "when": _s(
+            format="date-time", **_rules(("self > timestamp('2000-01-01T00:00:00Z')", "too old"))
+        ),
+        "ttl": _s(maxLength=10, **_rules(("duration(self) < duration('24h')", "ttl under a day"))),
+        "parts": _s(maxLength=30, **_rules(("self.split('-').size() <= 3", "at most 3 parts"))),
+        "opt": _s(maxLength=5),
+        "version": _i(**_rules(("self >= oldSelf", "version may not decrease"))),
+        "mem": _s(
+            maxLength=10,
+            **_rules(
+                ("isQuantity(self) && quantity(self).isLessThan(quantity('1Gi'))", "mem < 1Gi")
+            ),
+        ),
+        "link": _s(maxLength=40, **_rules(("isURL(self) && self.startsWith('https')", None))),
+        "sets": {
+            "type": "array",
+            "items": _s(maxLength=5),
+            "maxItems": 5,
+            **_rules(("sets.contains(['a', 'b', 'c'], self)", "sets only of a, b, c")),
+        },
+        "dims": {
+            "type": "object",
+            "additionalProperties": _i(),
+            "maxProperties": 5,
+            **_rules(("self.all(k, k.startsWith('d'))", "dims keys start with d")),
+        },
+    }
+    return {
+        "type": "object",
+        "properties": props,
+        **_rules(
+            ("!has(self.low) || !has(self.high) || self.low <= self.high", "low must be <= high"),
+            (
+                "!has(self.start) || self.start.startsWith('s')",
+                None,
+                {"messageExpression": "'start must begin with s, got ' + self.start"},
+            ),
+            ("self.?opt.orValue('') != 'bad'", "opt may not be bad", {"fieldPath": ".opt"}),
+            (
+                "!has(self.low) || self.low >= 0",
+                "low is negative",
+                {"reason": "FieldValueRequired", "fieldPath": ".low"},
+            ),
+            ("!has(self.dims) || self.dims.size() <= 3", "too many dims"),
+            (
+                "!has(self.high) || self.high < 1000",
+                None,
+                {
+                    "messageExpression": "'high must be under ' + '1000'",
+                    "reason": "FieldValueDuplicate",
+                },
+            ),
+        ),
     }
 
 
@@ -89,7 +184,11 @@ def gadget_crd() -> JSON:
         "type": "object",
         "properties": {"phase": _s(enum=["Ready", "Pending"]), "replicas": _i(minimum=0)},
     }
-    schema = {"type": "object", "properties": {"spec": _spec_schema(), "status": status}}
+    schema = {
+        "type": "object",
+        "properties": {"spec": _spec_schema(), "status": status},
+        **_rules(("self.metadata.name != 'evil'", "evil names are refused")),
+    }
     scale = {"specReplicasPath": ".spec.size", "statusReplicasPath": ".status.replicas"}
     version = {
         "name": "v1",
@@ -514,6 +613,135 @@ def _widget_cases(widget_version: str) -> list[Case]:
         ),
         _case("widget-merge-spec", "PATCH", w + "/w2", {"spec": {"message": "bye"}}, ctype=MERGE),
         _case("widget-get", "GET", w + "/w2"),
+        _case("widget-replicas-rule", "POST", w, widget("w7", replicas=11)),
+        _case("widget-replicas-negative", "POST", w, widget("w8", replicas=-1)),
+        _case("widget-merge-rule", "PATCH", w + "/w2", {"spec": {"replicas": 12}}, ctype=MERGE),
+        _case(
+            "widget-apply-create",
+            "PATCH",
+            w + "/w9",
+            widget("w9", replicas=2),
+            ctype=APPLY,
+            query={"fieldManager": "fid"},
+        ),
+        _case(
+            "widget-apply-rule",
+            "PATCH",
+            w + "/w9",
+            widget("w9", replicas=20),
+            ctype=APPLY,
+            query={"fieldManager": "fid"},
+        ),
+        _case("widget-list", "GET", w),
+    ]
+
+
+def _cel_invalid() -> list[tuple[str, JSON]]:
+    """One failing CEL rule each (spec.cel unless said), created as its own object."""
+    return [
+        ("low-above-high", {"cel": {"low": 5, "high": 1}}),
+        ("start-message-expression", {"cel": {"start": "abc"}}),
+        ("start-contains-x", {"cel": {"start": "sx"}}),
+        ("words-upper", {"cel": {"words": ["ok", "No"]}}),
+        ("nums-unsorted", {"cel": {"nums": [3, 1]}}),
+        ("nums-sum", {"cel": {"nums": [60, 70]}}),
+        ("host-regex", {"cel": {"host": "Bad_Host"}}),
+        ("when-too-old", {"cel": {"when": "1999-01-01T00:00:00Z"}}),
+        ("ttl-too-long", {"cel": {"ttl": "25h"}}),
+        ("parts-too-many", {"cel": {"parts": "a-b-c-d"}}),
+        ("opt-bad-field-path", {"cel": {"opt": "bad"}}),
+        ("low-negative-required-reason", {"cel": {"low": -1}}),
+        ("high-duplicate-reason-expression", {"cel": {"high": 5000}}),
+        ("dims-keys", {"cel": {"dims": {"d1": 1, "x": 2}}}),
+        ("mem-too-big", {"cel": {"mem": "2Gi"}}),
+        ("mem-not-quantity", {"cel": {"mem": "lots"}}),
+        ("link-not-url", {"cel": {"link": "not a url"}}),
+        ("sets-not-subset", {"cel": {"sets": ["a", "z"]}}),
+        ("spec-forbidden-name", {"name": "forbidden"}),
+        ("spec-secret-forbidden", {"secret": "x"}),
+        ("two-rules-fail", {"cel": {"low": 5, "high": 1, "opt": "bad"}}),
+        ("schema-error-blocks-rules", {"cel": {"low": "x", "high": 1}}),
+        ("nonblocking-schema-error-and-rule", {"size": 0, "cel": {"low": 5, "high": 1}}),
+    ]
+
+
+def _cel_cases() -> list[Case]:
+    c = _g("celobj")
+    full = {
+        "low": 1,
+        "high": 2,
+        "start": "start",
+        "words": ["a", "b"],
+        "nums": [1, 2, 3],
+        "host": "example.com",
+        "when": "2024-01-01T00:00:00Z",
+        "ttl": "1h",
+        "parts": "a-b",
+        "opt": "good",
+        "version": 1,
+        "dims": {"d1": 1},
+        "mem": "512Mi",
+        "link": "https://example.com/x",
+        "sets": ["a", "c"],
+    }
+    evil = _gadget("evil")
+    out = [
+        _create(f"cel-{name}", _gadget(f"c{i}", **spec))
+        for i, (name, spec) in enumerate(_cel_invalid())
+    ]
+    return [
+        *out,
+        _create("cel-root-metadata-rule", evil),
+        _create("cel-valid-create", _gadget("celobj", immutable="fixed", cel=full)),
+        _case("cel-immutable-change", "PATCH", c, {"spec": {"immutable": "other"}}, ctype=MERGE),
+        _case("cel-version-decrease", "PATCH", c, {"spec": {"cel": {"version": 0}}}, ctype=MERGE),
+        _case("cel-version-increase", "PATCH", c, {"spec": {"cel": {"version": 2}}}, ctype=MERGE),
+        _case("cel-size-and-rule", "PATCH", c, {"spec": {"size": 0}}, ctype=MERGE),
+        _case(
+            "cel-json-patch-rule",
+            "PATCH",
+            c,
+            [{"op": "replace", "path": "/spec/cel/low", "value": 9}],
+            ctype=JSONP,
+        ),
+        _put("cel-put-rule", c, _gadget("celobj", immutable="fixed", cel={**full, "nums": [2, 1]})),
+        _put("cel-put-immutable", c, _gadget("celobj", immutable="changed", cel=full)),
+        _case(
+            "cel-apply-rule",
+            "PATCH",
+            c,
+            _gadget("celobj", immutable="fixed", cel={"high": 5000}),
+            ctype=APPLY,
+            query={"fieldManager": "fid", "force": "true"},
+        ),
+        _case(
+            "cel-status-write-ok",
+            "PATCH",
+            c + "/status",
+            {"status": {"phase": "Ready"}},
+            ctype=MERGE,
+        ),
+        _case("cel-immutable-removed", "PATCH", c, {"spec": {"immutable": None}}, ctype=MERGE),
+        _case("cel-get", "GET", c),
+    ]
+
+
+def _crd_cases() -> list[Case]:
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    gadgets = f"{crds}/gadgets.{GROUP}"
+    bad = gadget_crd()
+    bad["metadata"]["name"] = f"badrules.{GROUP}"
+    bad["spec"]["names"] = {"plural": "badrules", "singular": "badrule", "kind": "BadRule"}
+    schema = bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema["properties"]["spec"]["x-kubernetes-validations"] = [{"rule": "self.size +"}]
+    defaulted = gadget_crd()
+    spec_schema = defaulted["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    spec_schema["spec"]["properties"]["plain"]["default"] = "added-later"
+    return [
+        _case("crd-rule-syntax-error", "POST", crds, bad),
+        _case("crd-add-default", "PUT", gadgets, defaulted, fresh_rv=gadgets, settle=True),
+        _case("get-after-crd-default", "GET", _g("portint")),
+        _case("list-after-crd-default", "GET", _g(), query={"limit": "2"}),
     ]
 
 
@@ -523,7 +751,8 @@ def cases(widget_version: str = "v1alpha1") -> list[Case]:
         _create(f"invalid-{name}", _gadget(f"i{i}", **spec))
         for i, (name, spec) in enumerate(_invalid_specs())
     ]
-    out += _valid_creates() + _updates() + _applies() + _widget_cases(widget_version)
+    out += _valid_creates() + _updates() + _applies() + _cel_cases()
+    out += _widget_cases(widget_version) + _crd_cases()
     for case in out:
         case.setdefault("ctype", "application/json")
         case.setdefault("query", {})

@@ -32,7 +32,7 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict
         session.headers["Authorization"] = f"Bearer {emu.admin_token}"
         server = Server(emu.url, session)
         setup(server, NS, RECORDING["crds"], emu.settle)
-        done = run_cases(server, CASES)
+        done = run_cases(server, CASES, emu.settle)
         session.close()
         yield {case["name"]: case["response"] for case in done}
 

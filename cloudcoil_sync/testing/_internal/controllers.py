@@ -285,9 +285,18 @@ class Controllers:
             return
         for rt in crd_types(crd):
             self.registry.add(rt)
+        storage = next((rt for rt in crd_types(crd) if rt.version == _storage_version(crd)), None)
+        if storage is not None:  # new schema defaults show on stored objects (read defaulting)
+            custom = self.objects.custom
+            self.store.default_in_place(storage.key, lambda obj: custom.default(storage, obj))
 
     def _do_crd_removed(self, crd: JSON) -> None:
         spec = crd.get("spec") or {}
         group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
         self.registry.remove_group_plural(group, plural)
         self.store.drop_key((group, plural))
+
+
+def _storage_version(crd: JSON) -> str:
+    versions = (crd.get("spec") or {}).get("versions") or []
+    return next((v["name"] for v in versions if v.get("storage")), "")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cloudcoil_sync.testing._internal import status as st
-from cloudcoil_sync.testing._internal.custom import CustomResources
+from cloudcoil_sync.testing._internal.custom import CustomResources, invalid
 from cloudcoil_sync.testing._internal.deletion import delete, delete_collection
 from cloudcoil_sync.testing._internal.hooks import ObjectAdmission
 from cloudcoil_sync.testing._internal.listing import list_body
@@ -150,7 +150,7 @@ class Objects:
         self.custom.normalise(rt, intended)
         apply_defaults(rt, intended, creating=False)
         intended = self._mutated("UPDATE", req, intended, view_old)
-        self._validate(req, intended)
+        self._validate(req, intended, view_old)
         _check_finalizers(rt, view_old["metadata"], intended["metadata"])
         _record_update(req, intended, view_old, apply_w)
         if self.admission is not None:
@@ -182,7 +182,7 @@ class Objects:
         changed = self.admission.mutate(operation, req, obj, old)
         if changed is not obj:
             self.custom.normalise(req.rt, changed)
-            self._validate(req, changed)
+            self._validate(req, changed, old)
         return changed
 
     def _schema(self, req: Req) -> None:
@@ -190,11 +190,16 @@ class Objects:
         if custom is not None:
             req.schema = custom.schema
 
-    def _validate(self, req: Req, obj: JSON) -> None:
-        if self.custom.lookup(req.rt) is None:
-            validate(req.rt, obj, req.rt.group)
-        else:  # metadata, schema, list types, scale paths
-            self.custom.validate(req, obj)
+    def _validate(self, req: Req, obj: JSON, old: JSON | None = None) -> None:
+        if self.custom.lookup(req.rt) is not None:  # metadata, schema, list types, CEL
+            self.custom.validate(req, obj, old)
+            return
+        validate(req.rt, obj, req.rt.group)
+        if req.rt.kind == "CustomResourceDefinition" and req.subresource != "status":
+            causes = self.custom.crd_causes(obj)
+            if causes:
+                name = obj["metadata"].get("name", "")
+                raise invalid(req.rt.kind, req.rt.group, name, causes)
 
     def _check_current(self, req: Req, old: JSON) -> None:
         current = self.store.get(req.rt.key, req.namespace, req.name)

@@ -11,6 +11,7 @@ stored CRD and cached by its resourceVersion.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 
 from cloudcoil_sync._internal.names import is_dns_subdomain
 from cloudcoil_sync.testing._internal import status as st
+from cloudcoil_sync.testing._internal.cel_rules import CelUnavailable, CompiledRules, compile_rules
 from cloudcoil_sync.testing._internal.pruning import apply_schema_defaults, prune, unknown_fields
 from cloudcoil_sync.testing._internal.request import Req
 from cloudcoil_sync.testing._internal.resources import ResourceType
@@ -65,6 +67,7 @@ class CustomType:
     schema: JSON
     scale: JSON | None
     has_rules: bool
+    rules: CompiledRules | None = None  # None with has_rules: CEL unavailable
 
     @property
     def qualified(self) -> str:
@@ -124,6 +127,12 @@ class CustomResources:
             keys = _dup_keys(custom.schema, applied, field)
             raise _typed_patch_error(req, custom, applied, f"{keys}")
 
+    def default(self, rt: ResourceType, obj: JSON) -> None:
+        """Fill schema defaults only (what reading a stored object adds), in place."""
+        custom = self.lookup(rt)
+        if custom is not None:
+            apply_schema_defaults(custom.schema, obj)
+
     def normalise(self, rt: ResourceType, obj: JSON) -> None:
         """Prune undeclared fields and fill defaults, in place."""
         custom = self.lookup(rt)
@@ -132,34 +141,67 @@ class CustomResources:
             apply_schema_defaults(custom.schema, obj)
 
     # -- validation ---------------------------------------------------------------------------
-    def validate(self, req: Req, obj: JSON) -> None:
-        """Raise kube-apiserver's 422 for an invalid custom resource."""
+    def validate(self, req: Req, obj: JSON, old: JSON | None = None) -> None:
+        """Raise kube-apiserver's 422 for an invalid custom resource (``old``: the stored
+        object of an update, for transition rules)."""
         custom = self.lookup(req.rt)
         if custom is None:
             return
         causes = _metadata_causes(obj.get("metadata") or {}) if req.subresource != "status" else []
+        node, path = custom.schema, ""
+        value: Any = obj
+        was: Any = old
         if req.subresource == "status":
             node = (custom.schema.get("properties") or {}).get("status") or {}
-            if "status" in obj:
-                causes += schema_causes(node, obj["status"], "status", "")
-                causes += list_type_causes(node, obj["status"], "status")
+            value, was, path = obj.get("status"), (old or {}).get("status"), "status"
+            if value is not None:
+                causes += schema_causes(node, value, "status", "")
         else:
             causes += schema_causes(custom.schema, _root_view(obj), "", "")
-            causes += list_type_causes(custom.schema, obj, "")
+        causes += list_type_causes(node, value, path)
         causes += _scale_causes(custom.scale, obj)
-        if custom.has_rules and any(c[0] in _BLOCKING for c in causes):
-            causes.append(("FieldValueInvalid", "<nil>", _UNCHECKED))
+        if custom.has_rules:
+            causes += _rule_causes(custom, node, value, was, path, causes)
         if causes:
             name = (obj.get("metadata") or {}).get("name", "")
-            raise invalid(custom, name, causes)
+            raise invalid(custom.kind, custom.group, name, causes)
+
+    def crd_causes(self, crd: JSON) -> list[Cause]:
+        """What kube-apiserver refuses in a CRD's CEL rules (compilation, reasons)."""
+        versions = (crd.get("spec") or {}).get("versions") or []
+        schemas = [((v.get("schema") or {}).get("openAPIV3Schema") or {}) for v in versions]
+        same = all(s == schemas[0] for s in schemas)
+        causes: list[Cause] = []
+        for i, schema in enumerate(schemas[:1] if same else schemas):
+            if "x-kubernetes-validations" not in json.dumps(schema):
+                continue
+            prefix = "spec.validation.openAPIV3Schema"
+            prefix = prefix if same else f"spec.versions[{i}].schema.openAPIV3Schema"
+            try:
+                causes += compile_rules(schema, prefix).errors
+            except CelUnavailable as exc:
+                causes.append(("FieldValueForbidden", prefix, f"Forbidden: {exc}"))
+        return causes
 
 
-def invalid(custom: CustomType, name: str, causes: list[Cause]) -> st.ApiError:
+def _rule_causes(
+    custom: CustomType, node: JSON, value: Any, old: Any, path: str, causes: list[Cause]
+) -> list[Cause]:
+    """The CEL rules' causes, unless a blocking schema error stops them (as kube-apiserver)."""
+    if any(c[0] in _BLOCKING for c in causes):
+        return [("FieldValueInvalid", "<nil>", _UNCHECKED)]
+    if custom.rules is None:
+        raise st.ApiError(500, "InternalError", str(CelUnavailable("CEL rules not evaluated")))
+    return custom.rules.evaluate(node, value, old, path)
+
+
+def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> st.ApiError:
+    """kube-apiserver's 422: ``Kind.group "name" is invalid: [causes]``."""
     texts = [f"{field}: {message}" for _, field, message in causes]
     text = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
-    details: JSON = {"name": name, "group": custom.group, "kind": custom.kind}
+    details: JSON = {"name": name, "group": group, "kind": kind}
     details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
-    return st.ApiError(422, "Invalid", f'{custom.qualified} "{name}" is invalid: {text}', details)
+    return st.ApiError(422, "Invalid", f'{kind}.{group} "{name}" is invalid: {text}', details)
 
 
 def _custom_type(crd: JSON, version: str) -> CustomType | None:
@@ -170,8 +212,12 @@ def _custom_type(crd: JSON, version: str) -> CustomType | None:
         schema = (entry.get("schema") or {}).get("openAPIV3Schema") or {}
         scale = (entry.get("subresources") or {}).get("scale")
         kind = (spec.get("names") or {}).get("kind", "")
-        rules = "x-kubernetes-validations" in json.dumps(schema)
-        return CustomType(kind, spec.get("group", ""), version, schema, scale, rules)
+        has_rules = "x-kubernetes-validations" in json.dumps(schema)
+        rules = None
+        if has_rules:  # without CEL: refused at CRD creation (crd_causes), writes get a 500
+            with contextlib.suppress(CelUnavailable):
+                rules = compile_rules(schema, "")
+        return CustomType(kind, spec.get("group", ""), version, schema, scale, has_rules, rules)
     return None
 
 

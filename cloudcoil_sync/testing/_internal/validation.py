@@ -125,6 +125,10 @@ def apply_defaults(rt: ResourceType, obj: JSON, creating: bool) -> None:
     elif kind == "CustomResourceDefinition":
         spec = obj.setdefault("spec", {})
         spec.setdefault("conversion", {"strategy": "None"})
+        names = spec.get("names")
+        if isinstance(names, dict) and names.get("kind"):  # apiextensions' SetDefaults
+            names.setdefault("singular", names["kind"].lower())
+            names.setdefault("listKind", names["kind"] + "List")
         if creating:
             stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
             obj["status"] = {
