@@ -88,6 +88,7 @@ from cloudcoil_sync.testing._internal.emulator import Emulator
 from cloudcoil_sync.testing._internal.faults import Faults, InjectedFault
 from cloudcoil_sync.testing._internal.hooks import AdmissionHook, StoreObserver
 from cloudcoil_sync.testing._internal.latency import PROFILES, LatencyModel
+from cloudcoil_sync.testing._internal.operator import OperatorRunner
 from cloudcoil_sync.testing._internal.status import ApiError
 from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
@@ -101,5 +102,6 @@ __all__ = [
     "InjectedFault",
     "LatencyModel",
     "LogEntry",
+    "OperatorRunner",
     "StoreObserver",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from cloudcoil_sync.client._internal import codec
 from cloudcoil_sync.testing._internal import discovery, openapi, partial, protobuf, tables
 from cloudcoil_sync.testing._internal import status as st
 from cloudcoil_sync.testing._internal.access_reviews import REVIEWS, review
-from cloudcoil_sync.testing._internal.backend import Backend, LogEntry
+from cloudcoil_sync.testing._internal.backend import AccessRecord, Backend, LogEntry
 from cloudcoil_sync.testing._internal.crud import Req
 from cloudcoil_sync.testing._internal.http import Exchange
 from cloudcoil_sync.testing._internal.identity import (
@@ -225,7 +226,10 @@ def _dispatch(emu: Backend, ex: Exchange, path: str, query: dict[str, str], user
         verb, route.rt.group, route.rt.plural, route.subresource, route.namespace, name
     )
     asks_itself = verb == "create" and route.rt.key == SELF_ACCESS_REVIEWS  # any user may
-    if not asks_itself and not emu.authorizer.allowed(user, attrs):
+    allowed = asks_itself or emu.authorizer.allowed(user, attrs)
+    if not user.admin:
+        emu.log_access(AccessRecord(user.name, allowed=allowed, **dataclasses.asdict(attrs)))
+    if not allowed:
         raise st.forbidden(
             user.name,
             verb,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil_sync.testing._internal import status as st
 from cloudcoil_sync.testing._internal.admission import WebhookCaller
 from cloudcoil_sync.testing._internal.api import LogEntry, handle
+from cloudcoil_sync.testing._internal.backend import AccessRecord
 from cloudcoil_sync.testing._internal.controllers import Controllers
 from cloudcoil_sync.testing._internal.crud import Objects, Req
 from cloudcoil_sync.testing._internal.custom import at, scale_paths
@@ -83,6 +84,7 @@ class Emulator:
             else None
         )
         self._log: collections.deque[LogEntry] = collections.deque(maxlen=log_size)
+        self._access: collections.deque[AccessRecord] = collections.deque(maxlen=log_size)
         self._server: HTTPServer | None = None
         self._ca = (ca or default_ca()) if tls else None
         self.ca_pem: bytes = self._ca.cert_pem if self._ca else b""
@@ -177,6 +179,14 @@ class Emulator:
     @property
     def request_log(self) -> list[LogEntry]:
         return list(self._log)
+
+    def log_access(self, record: AccessRecord) -> None:
+        self._access.append(record)
+
+    @property
+    def access_log(self) -> list[AccessRecord]:
+        """Authorization decisions for non-admin users (allowed and denied), oldest first."""
+        return list(self._access)
 
     def clear_log(self) -> None:
         self._log.clear()
