@@ -28,6 +28,8 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   extra: without it CRDs carrying rules are refused), checked field for field against its
   recorded answers in ``tests/recordings/fidelity``; one object's property errors come in
   schema order (kube-apiserver's order is random). No CEL cost budget, no ratcheting.
+  ValidatingAdmissionPolicies and bindings are evaluated by the same engine
+  (``policies.py``; no ``paramKind``/``paramRef``).
 - managedFields of built-in kinds use a small schema table (keyed lists such as containers/env/
   conditions/ownerReferences, set lists such as finalizers, atomic structs such as selector)
   instead of OpenAPI; other lists are atomic. Custom resources follow their CRD schema's

@@ -77,6 +77,12 @@ def setup(server: Server, namespace: str, crds: list[JSON], wait: Callable[[], N
 
 
 def teardown(server: Server, namespace: str, crds: list[JSON]) -> None:
+    from recordings.fidelity_cases import BINDINGS, POLICIES, policies
+
+    for policy in policies():
+        name = policy["metadata"]["name"]
+        server.send("DELETE", f"{BINDINGS}/{name}", None, "application/json", {})
+        server.send("DELETE", f"{POLICIES}/{name}", None, "application/json", {})
     for crd in crds:
         server.send("DELETE", _crd_path(crd["metadata"]["name"]), None, "application/json", {})
     server.send("DELETE", f"/api/v1/namespaces/{namespace}", None, "application/json", {})
@@ -169,11 +175,14 @@ def _strip(value: Any) -> Any:
     return value
 
 
-def compare(expected: JSON, actual: JSON) -> list[str]:
-    """Where ``actual`` answers differently from ``expected`` (empty: identical)."""
+def compare(expected: JSON, actual: JSON, status_only: bool = False) -> list[str]:
+    """Where ``actual`` answers differently from ``expected`` (empty: identical);
+    ``status_only``: the status code alone (setup requests whose bodies are not the point)."""
     out: list[str] = []
     if expected["status"] != actual["status"]:
         out.append(f"status {expected['status']} != {actual['status']}")
+    if status_only:
+        return out
     if sorted(expected["warnings"]) != sorted(actual["warnings"]):
         out.append(f"warnings {expected['warnings']} != {actual['warnings']}")
     _diff(normalised(expected["body"]), normalised(actual["body"]), "body", out)

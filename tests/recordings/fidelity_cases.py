@@ -745,6 +745,193 @@ def _crd_cases() -> list[Case]:
     ]
 
 
+POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+BINDINGS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+def _policy(name: str, resources: JSON, validations: list[JSON], **spec: Any) -> JSON:
+    rules = {"apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], **resources}
+    constraints = {
+        "resourceRules": [rules],
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
+    }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {"matchConstraints": constraints, "validations": validations, **spec},
+    }
+
+
+def _binding(policy: str, actions: list[str]) -> JSON:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy},
+        "spec": {"policyName": policy, "validationActions": actions},
+    }
+
+
+def policies() -> list[JSON]:
+    """The ValidatingAdmissionPolicies of the cases (their bindings have the same names)."""
+    cms = {"apiGroups": [""], "resources": ["configmaps"]}
+    keys = {"name": "keys", "expression": "has(object.data) ? object.data.size() : 0"}
+    exempt = {
+        "name": "not-exempt",
+        "expression": "!('exempt' in object.metadata.?labels.orValue({}))",
+    }
+    return [
+        _policy(
+            "fid39-cm-policy",
+            cms,
+            [
+                {"expression": "variables.keys <= 2", "message": "at most 2 keys"},
+                {
+                    "expression": "!has(object.data) || !('forbidden' in object.data)",
+                    "messageExpression": "'key forbidden in ' + object.metadata.name",
+                    "reason": "Forbidden",
+                },
+            ],
+            variables=[keys],
+            matchConditions=[exempt],
+        ),
+        _policy(
+            "fid39-warn-policy",
+            cms,
+            [
+                {
+                    "expression": "object.metadata.name.startsWith('cm')",
+                    "message": "names start with cm",
+                }
+            ],
+        ),
+        _policy(
+            "fid39-protect-policy",
+            {**cms, "operations": ["DELETE"]},
+            [
+                {
+                    "expression": "!('protected' in oldObject.metadata.?labels.orValue({}))",
+                    "message": "protected",
+                }
+            ],
+        ),
+        _policy(
+            "fid39-widget-policy",
+            {"apiGroups": ["examples.cloudcoil.dev"], "resources": ["widgets"]},
+            [
+                {
+                    "expression": "object.spec.replicas <= 5",
+                    "message": "widgets at most 5 replicas",
+                },
+                {
+                    "expression": "oldObject == null || "
+                    "object.spec.message == oldObject.spec.message || "
+                    "request.operation == 'UPDATE'"
+                },
+            ],
+        ),
+        _policy(
+            "fid39-error-policy",
+            {**cms, "operations": ["UPDATE"]},
+            [{"expression": "object.data.mustexist == 'x'"}],
+            failurePolicy="Fail",
+            matchConditions=[
+                {"name": "marked", "expression": "'check' in object.metadata.?labels.orValue({})"}
+            ],
+        ),
+    ]
+
+
+def _policy_cases() -> list[Case]:
+    cm = f"/api/v1/namespaces/{NS}/configmaps"
+    actions = {"fid39-warn-policy": ["Warn"]}
+
+    def configmap(name: str, data: JSON, **labels: str) -> JSON:
+        meta: JSON = {"name": name, **({"labels": labels} if labels else {})}
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+    out = [
+        _case(f"policy-create-{p['metadata']['name']}", "POST", POLICIES, p, status_only=True)
+        for p in policies()
+    ]
+    out += [
+        _case(
+            f"binding-create-{p['metadata']['name']}",
+            "POST",
+            BINDINGS,
+            _binding(p["metadata"]["name"], actions.get(p["metadata"]["name"], ["Deny"])),
+            status_only=True,
+        )
+        for p in policies()
+    ]
+    out[-1]["settle"] = True  # a real server takes a moment to load new policies
+    w = _path("widgets", "examples.cloudcoil.dev", "v1alpha1")
+    widget = {"apiVersion": "examples.cloudcoil.dev/v1alpha1", "kind": "Widget"}
+    return [
+        *out,
+        _case("vap-cm-allowed", "POST", cm, configmap("cm-ok", {"a": "1", "b": "2"})),
+        _case(
+            "vap-cm-too-many-keys", "POST", cm, configmap("cm-big", {"a": "1", "b": "2", "c": "3"})
+        ),
+        _case("vap-cm-forbidden-reason", "POST", cm, configmap("cm-forbidden", {"forbidden": "1"})),
+        _case(
+            "vap-cm-two-failures",
+            "POST",
+            cm,
+            configmap("cm-two", {"forbidden": "1", "b": "2", "c": "3"}),
+        ),
+        _case(
+            "vap-cm-match-condition-exempt",
+            "POST",
+            cm,
+            configmap("cm-exempt", {"a": "1", "b": "2", "c": "3"}, exempt="yes"),
+        ),
+        _case("vap-cm-warn-action", "POST", cm, configmap("other", {"a": "1"})),
+        _case("vap-cm-update-denied", "PATCH", cm + "/cm-ok", {"data": {"c": "3"}}, ctype=MERGE),
+        _case(
+            "vap-cm-dry-run-denied",
+            "POST",
+            cm,
+            configmap("cm-dry", {"a": "1", "b": "2", "c": "3"}),
+            query={"dryRun": "All"},
+        ),
+        _case(
+            "vap-cm-protected-create", "POST", cm, configmap("cm-protected", {}, protected="yes")
+        ),
+        _case("vap-cm-protected-delete", "DELETE", cm + "/cm-protected"),
+        _case("vap-cm-plain-delete", "DELETE", cm + "/cm-exempt"),
+        _case(
+            "vap-cm-runtime-error",
+            "PATCH",
+            cm + "/cm-ok",
+            {"metadata": {"labels": {"check": "1"}}},
+            ctype=MERGE,
+        ),
+        _case(
+            "vap-widget-denied",
+            "POST",
+            w,
+            {**widget, "metadata": {"name": "vw1"}, "spec": {"replicas": 7}},
+        ),
+        _case(
+            "vap-widget-allowed",
+            "POST",
+            w,
+            {**widget, "metadata": {"name": "vw2"}, "spec": {"replicas": 2}},
+        ),
+        _case(
+            "vap-widget-update-denied", "PATCH", w + "/vw2", {"spec": {"replicas": 6}}, ctype=MERGE
+        ),
+        _case(
+            "vap-widget-status-not-matched",
+            "PATCH",
+            w + "/vw2/status",
+            {"status": {"phase": "x"}},
+            ctype=MERGE,
+        ),
+    ]
+
+
 def cases(widget_version: str = "v1alpha1") -> list[Case]:
     """Every case, in order; each names its request (method, path, body, ctype, query)."""
     out = [
@@ -752,7 +939,7 @@ def cases(widget_version: str = "v1alpha1") -> list[Case]:
         for i, (name, spec) in enumerate(_invalid_specs())
     ]
     out += _valid_creates() + _updates() + _applies() + _cel_cases()
-    out += _widget_cases(widget_version) + _crd_cases()
+    out += _widget_cases(widget_version) + _crd_cases() + _policy_cases()
     for case in out:
         case.setdefault("ctype", "application/json")
         case.setdefault("query", {})

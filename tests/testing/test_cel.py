@@ -125,3 +125,60 @@ def test_a_rule_blocks_a_write_through_the_api(client: Client) -> None:
     assert refused.status_code == 422
     assert refused.json()["details"]["causes"][0]["field"] == "spec"
     assert client.post(objects, {**body, "spec": {}}).status_code == 201
+
+
+POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+BINDINGS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+def _policy(client: Client, name: str, expression: str, actions: list[str], **spec: Any) -> None:
+    rules = [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["configmaps"],
+        }
+    ]
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {"resourceRules": rules},
+            "validations": [{"expression": expression}],
+            **spec,
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": actions},
+    }
+    assert client.post(POLICIES, policy).status_code == 201
+    assert client.post(BINDINGS, binding).status_code == 201
+
+
+def _configmap(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+
+
+def test_a_policy_with_params_refuses_rather_than_passing_unchecked(client: Client) -> None:
+    kind = {"apiVersion": "v1", "kind": "ConfigMap"}
+    _policy(client, "with-params", "true", ["Deny"], paramKind=kind)
+    response = client.post("/api/v1/namespaces/default/configmaps", _configmap("a"))
+    assert response.status_code == 422
+    assert "paramKind/paramRef are not supported by the emulator" in response.json()["message"]
+
+
+def test_failure_policy_ignore_and_audit_only_let_writes_through(client: Client) -> None:
+    _policy(client, "broken", "object.data.missing == 'x'", ["Deny"], failurePolicy="Ignore")
+    _policy(client, "audit", "false", ["Audit"])
+    response = client.post("/api/v1/namespaces/default/configmaps", _configmap("b"))
+    assert response.status_code == 201
+    assert "Warning" not in response.headers
+    _policy(client, "strict", "object.data.missing == 'x'", ["Deny"])
+    refused = client.post("/api/v1/namespaces/default/configmaps", _configmap("c"))
+    assert refused.status_code == 422
+    assert "resulted in error: no such key: data" in refused.json()["message"]

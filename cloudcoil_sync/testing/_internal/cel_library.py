@@ -26,7 +26,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["CelUnavailable", "environment"]
+__all__ = ["CelUnavailable", "environment", "error_text"]
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -148,7 +148,9 @@ def _declarations(cel: Any) -> list[Any]:
 @lru_cache(maxsize=8)
 def environment(self_type: str) -> Any:
     """A compiled-rule environment where ``self``/``oldSelf`` have the type ``self_type``
-    (``dyn``, ``timestamp`` or ``duration``, as kube-apiserver types string formats)."""
+    (``dyn``, ``timestamp`` or ``duration``, as kube-apiserver types string formats), or,
+    for ``policy``, a ValidatingAdmissionPolicy's (``object``, ``oldObject``, ``request``,
+    ``params``, ``namespaceObject``, ``variables``)."""
     try:
         from cel_expr_python import cel
         from cel_expr_python.ext import ext_math, ext_optional, ext_strings
@@ -158,10 +160,23 @@ def environment(self_type: str) -> Any:
             "pip install 'cloudcoil-sync[testing]'"
         ) from exc
     kinds = {"dyn": cel.Type.DYN, "timestamp": cel.Type.TIMESTAMP, "duration": cel.Type.DURATION}
-    kind = kinds[self_type]
+    if self_type == "policy":  # ValidatingAdmissionPolicy expressions
+        names = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
+        variables = {name: cel.Type.DYN for name in names}
+    else:
+        variables = {"self": kinds[self_type], "oldSelf": kinds[self_type]}
     with _lock:
         return cel.NewEnv(
-            variables={"self": kind, "oldSelf": kind},
+            variables=variables,
             extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath()],
             functions=_declarations(cel),
         )
+
+
+_NO_KEY = re.compile(r'Key not found in map : "(.*)"')
+
+
+def error_text(error: str) -> str:
+    """An evaluation error as cel-go (kube-apiserver) words the common ones."""
+    error = error.removeprefix("NOT_FOUND: ").removeprefix("INVALID_ARGUMENT: ")
+    return _NO_KEY.sub(r"no such key: \1", error)

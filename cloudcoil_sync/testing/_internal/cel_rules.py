@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from cloudcoil_sync.testing._internal.cel_library import CelUnavailable, environment
+from cloudcoil_sync.testing._internal.cel_library import CelUnavailable, environment, error_text
 from cloudcoil_sync.testing._internal.schema_validation import Cause, json_type
 
 __all__ = ["CelUnavailable", "CompiledRules", "compile_rules"]
@@ -237,7 +237,7 @@ def _typed_data_error(node: JSON, value: Any, rule: str) -> str:
 def _outcome(result: Any) -> tuple[bool, str]:
     value = result.plain_value()
     if result.type().name() == "ERROR":
-        return False, str(value)
+        return False, error_text(str(value))
     if value is True or value is False:
         return value, ""
     return False, f"rule did not evaluate to a bool but to {value!r}"
