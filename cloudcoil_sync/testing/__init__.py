@@ -27,7 +27,8 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   paths) and their CEL rules (``cel_rules.py``, with cel-expr-python from the ``testing``
   extra: without it CRDs carrying rules are refused), checked field for field against its
   recorded answers in ``tests/recordings/fidelity``; one object's property errors come in
-  schema order (kube-apiserver's order is random). No CEL cost budget, no ratcheting.
+  schema order (kube-apiserver's order is random). No CEL cost budget; ratcheting by value
+  equality at each error's path (``ratcheting.py``).
   ValidatingAdmissionPolicies and bindings are evaluated by the same engine
   (``policies.py``; no ``paramKind``/``paramRef``).
 - managedFields of built-in kinds use a small schema table (keyed lists such as containers/env/

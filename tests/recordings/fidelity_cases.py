@@ -8,6 +8,7 @@ run in order: later ones update what earlier ones created.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 __all__ = ["GROUP", "NS", "Case", "cases", "gadget_crd"]
@@ -737,11 +738,31 @@ def _crd_cases() -> list[Case]:
     defaulted = gadget_crd()
     spec_schema = defaulted["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
     spec_schema["spec"]["properties"]["plain"]["default"] = "added-later"
+    bad_default = copy.deepcopy(defaulted)
+    spec_schema = bad_default["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    spec_schema["spec"]["properties"]["count"]["maximum"] = 2  # its default is 3
+    tightened = copy.deepcopy(defaulted)
+    spec_schema = tightened["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    spec_schema["spec"]["properties"]["name"]["pattern"] = "^[a-z]{1,2}$"
+    spec_schema["spec"]["properties"]["count"]["maximum"] = 4
+    m = _g("minimal")
     return [
         _case("crd-rule-syntax-error", "POST", crds, bad),
         _case("crd-add-default", "PUT", gadgets, defaulted, fresh_rv=gadgets, settle=True),
         _case("get-after-crd-default", "GET", _g("portint")),
         _case("list-after-crd-default", "GET", _g(), query={"limit": "2"}),
+        _case("crd-default-violates-schema", "PUT", gadgets, bad_default, fresh_rv=gadgets),
+        _case("crd-tighten", "PUT", gadgets, tightened, fresh_rv=gadgets, settle=True),
+        _case("ratchet-unchanged-invalid", "PATCH", m, {"spec": {"size": 11}}, ctype=MERGE),
+        _case("ratchet-changed-invalid", "PATCH", m, {"spec": {"name": "abcd"}}, ctype=MERGE),
+        _case("ratchet-new-invalid-field", "PATCH", m, {"spec": {"count": 5}}, ctype=MERGE),
+        _case("ratchet-create-invalid", "POST", _g(), _gadget("ratchetnew")),
+        _case("scale-patch", "PATCH", m + "/scale", {"spec": {"replicas": 12}}, ctype=MERGE),
+        _case("scale-get-after-patch", "GET", m + "/scale"),
+        _case(
+            "scale-patch-negative", "PATCH", m + "/scale", {"spec": {"replicas": -1}}, ctype=MERGE
+        ),
+        _case("get-minimal-after-scale", "GET", m),
     ]
 
 

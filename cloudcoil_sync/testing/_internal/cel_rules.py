@@ -150,8 +150,9 @@ def _walk(
 ) -> None:
     if id(node) not in compiled.below or value is None:
         return
+    unchanged = old is not _MISSING and old == value  # ratcheting: kube skips such rules
     for rule in compiled.by_node.get(id(node), ()):
-        if rule.transition and old is _MISSING:
+        if (rule.transition and old is _MISSING) or (unchanged and not rule.transition):
             continue
         out.extend(_run(rule, node, _bound(node, value, root), _bound(node, old, root), path))
     if isinstance(value, dict):

@@ -196,7 +196,7 @@ class Objects:
             return
         validate(req.rt, obj, req.rt.group)
         if req.rt.kind == "CustomResourceDefinition" and req.subresource != "status":
-            causes = self.custom.crd_causes(obj)
+            causes = self.custom.crd_default_causes(obj) + self.custom.crd_causes(obj)
             if causes:
                 name = obj["metadata"].get("name", "")
                 raise invalid(req.rt.kind, req.rt.group, name, causes)

@@ -21,10 +21,12 @@ from cloudcoil_sync._internal.names import is_dns_subdomain
 from cloudcoil_sync.testing._internal import status as st
 from cloudcoil_sync.testing._internal.cel_rules import CelUnavailable, CompiledRules, compile_rules
 from cloudcoil_sync.testing._internal.pruning import apply_schema_defaults, prune, unknown_fields
+from cloudcoil_sync.testing._internal.ratcheting import ratchet
 from cloudcoil_sync.testing._internal.request import Req
 from cloudcoil_sync.testing._internal.resources import ResourceType
 from cloudcoil_sync.testing._internal.schema_validation import (
     Cause,
+    default_causes,
     go_value,
     list_type_causes,
     schema_causes,
@@ -159,7 +161,7 @@ class CustomResources:
         else:
             causes += schema_causes(custom.schema, _root_view(obj), "", "")
         causes += list_type_causes(node, value, path)
-        causes += _scale_causes(custom.scale, obj)
+        causes = ratchet(causes, obj, old) + _scale_causes(custom.scale, obj)
         if custom.has_rules:
             causes += _rule_causes(custom, node, value, was, path, causes)
         if causes:
@@ -181,6 +183,19 @@ class CustomResources:
                 causes += compile_rules(schema, prefix).errors
             except CelUnavailable as exc:
                 causes.append(("FieldValueForbidden", prefix, f"Forbidden: {exc}"))
+        return causes
+
+    def crd_default_causes(self, crd: JSON) -> list[Cause]:
+        """Schema defaults must satisfy their own schema (kube-apiserver refuses the CRD)."""
+        versions = (crd.get("spec") or {}).get("versions") or []
+        schemas = [((v.get("schema") or {}).get("openAPIV3Schema") or {}) for v in versions]
+        same = all(s == schemas[0] for s in schemas)
+        causes: list[Cause] = []
+        for i, schema in enumerate(schemas[:1] if same else schemas):
+            prefix = "spec.validation.openAPIV3Schema"
+            causes += default_causes(
+                schema, prefix if same else f"spec.versions[{i}].schema.openAPIV3Schema"
+            )
         return causes
 
 

@@ -328,3 +328,17 @@ def _duplicates(node: JSON, value: list[Any], path: str) -> list[Cause]:
         else:
             seen.append(ident)
     return out
+
+
+def default_causes(node: JSON, path: str) -> list[Cause]:
+    """A CRD schema's ``default`` values checked against their own node, at ``<path>.default``
+    (kube-apiserver reports them with an empty name: ``Invalid value: 3:  in body ...``)."""
+    out: list[Cause] = []
+    if "default" in node and node["default"] is not None:
+        out += schema_causes(node, node["default"], f"{path}.default", "")
+    for key, child in (node.get("properties") or {}).items():
+        out += default_causes(child, f"{path}.properties[{key}]")
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            out += default_causes(node[key], f"{path}.{key}")
+    return out
