@@ -735,6 +735,13 @@ def _crd_cases() -> list[Case]:
     bad["spec"]["names"] = {"plural": "badrules", "singular": "badrule", "kind": "BadRule"}
     schema = bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     schema["properties"]["spec"]["x-kubernetes-validations"] = [{"rule": "self.size +"}]
+    undefined = copy.deepcopy(bad)
+    schema = undefined["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema["properties"]["spec"]["x-kubernetes-validations"] = [{"rule": "self.nosuch > 0"}]
+    undefined_has = copy.deepcopy(undefined)
+    schema = undefined_has["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    rule = "self.name.size() > 0 &&\n  !has(self.missing)"
+    schema["properties"]["spec"]["x-kubernetes-validations"] = [{"rule": rule, "message": "m"}]
     defaulted = gadget_crd()
     spec_schema = defaulted["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
     spec_schema["spec"]["properties"]["plain"]["default"] = "added-later"
@@ -748,6 +755,8 @@ def _crd_cases() -> list[Case]:
     m = _g("minimal")
     return [
         _case("crd-rule-syntax-error", "POST", crds, bad),
+        _case("crd-rule-undefined-field", "POST", crds, undefined),
+        _case("crd-rule-undefined-field-in-has", "POST", crds, undefined_has),
         _case("crd-add-default", "PUT", gadgets, defaulted, fresh_rv=gadgets, settle=True),
         _case("get-after-crd-default", "GET", _g("portint")),
         _case("list-after-crd-default", "GET", _g(), query={"limit": "2"}),

@@ -7,8 +7,8 @@ Rules are compiled when the CRD is created or changed: one that does not compile
 rules, which are skipped on create and where the old value is absent); a failure is reported
 at the node's path (or ``fieldPath``) with ``message``, ``messageExpression`` or
 ``failed rule: <rule>``, as the rule's ``reason``. ``self`` is dynamically typed except that a
-``date-time`` or ``duration`` string at the node itself is a timestamp or duration, so a rule
-on an undeclared field compiles here where kube-apiserver's typed check refuses it. No cost
+``date-time`` or ``duration`` string at the node itself is a timestamp or duration; a rule
+selecting an undeclared field is refused (``cel_fields.py``), other type errors compile. No cost
 budget is applied.
 """
 
@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from cloudcoil_sync.testing._internal.cel_fields import undeclared_field
 from cloudcoil_sync.testing._internal.cel_library import CelUnavailable, environment, error_text
 from cloudcoil_sync.testing._internal.schema_validation import Cause, json_type
 
@@ -76,9 +77,9 @@ def _compile_node(compiled: CompiledRules, node: JSON, path: str) -> bool:
         if isinstance(node.get(key), dict):
             has |= _compile_node(compiled, node[key], f"{path}.{key}")
     rules = node.get("x-kubernetes-validations") or []
-    self_type = {"date-time": "timestamp", "duration": "duration"}.get(node.get("format") or "")
+    root = node is compiled.schema
     for i, entry in enumerate(rules):
-        rule = _compile_rule(compiled, entry, f"{path}.x-kubernetes-validations[{i}]", self_type)
+        rule = _compile_rule(compiled, entry, f"{path}.x-kubernetes-validations[{i}]", node, root)
         if rule is not None:
             compiled.by_node.setdefault(id(node), []).append(rule)
     if rules or has:
@@ -105,7 +106,10 @@ def _compile(env: Any, text: str) -> tuple[Any, str]:
         return None, str(exc).removeprefix("INVALID_ARGUMENT: ").removesuffix(" [INVALID_ARGUMENT]")
 
 
-def _compile_rule(compiled: CompiledRules, entry: JSON, path: str, kind: str | None) -> Rule | None:
+def _compile_rule(
+    compiled: CompiledRules, entry: JSON, path: str, node: JSON, root: bool
+) -> Rule | None:
+    kind = {"date-time": "timestamp", "duration": "duration"}.get(node.get("format") or "")
     env = environment(kind or "dyn")
     reason = entry.get("reason") or "FieldValueInvalid"
     if reason not in _REASONS:
@@ -114,7 +118,8 @@ def _compile_rule(compiled: CompiledRules, entry: JSON, path: str, kind: str | N
         compiled.errors.append(("FieldValueNotSupported", f"{path}.reason", message))
         return None
     program, error = _compile(env, str(entry.get("rule", "")))
-    if program is None:
+    error = error or undeclared_field(node, str(entry.get("rule", "")), root)
+    if error:
         message = f"Invalid value: {_go_rule(entry)}: compilation failed: {error}"
         compiled.errors.append(("FieldValueInvalid", f"{path}.rule", message))
         return None
