@@ -40,7 +40,9 @@ OBJECT_META = frozenset(
 
 def unknown_fields(node: JSON, value: Any, path: str = "", root: bool = True) -> list[str]:
     """The paths ``prune`` would drop, without changing ``value``."""
-    return prune(node, copy.deepcopy(value), path, root)
+    found: list[str] = []
+    _prune(node, value, path, root, found, remove=False)
+    return found
 
 
 def prune(node: JSON, value: Any, path: str = "", root: bool = True) -> list[str]:
@@ -58,7 +60,9 @@ def prune(node: JSON, value: Any, path: str = "", root: bool = True) -> list[str
     return dropped
 
 
-def _prune(node: JSON, value: Any, path: str, keep_meta: bool, dropped: list[str]) -> None:
+def _prune(
+    node: JSON, value: Any, path: str, keep_meta: bool, dropped: list[str], remove: bool = True
+) -> None:
     if isinstance(value, list):
         items = node.get("items")
         if isinstance(items, dict):
@@ -69,6 +73,7 @@ def _prune(node: JSON, value: Any, path: str, keep_meta: bool, dropped: list[str
                     f"{path}[{i}]",
                     bool(items.get("x-kubernetes-embedded-resource")),
                     dropped,
+                    remove,
                 )
         return
     if not isinstance(value, dict):
@@ -88,10 +93,11 @@ def _prune(node: JSON, value: Any, path: str, keep_meta: bool, dropped: list[str
             if preserve or extra is True:
                 continue
             dropped.append(child_path)
-            del value[key]
+            if remove:
+                del value[key]
             continue
         nested = bool(child.get("x-kubernetes-embedded-resource"))
-        _prune(child, value[key], child_path, nested, dropped)
+        _prune(child, value[key], child_path, nested, dropped, remove)
 
 
 def apply_schema_defaults(node: JSON, value: Any) -> None:
