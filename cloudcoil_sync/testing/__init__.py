@@ -20,12 +20,22 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
 - Only one version per group is served for built-in kinds; custom resources are stored once and
   served at every served version without conversion (no conversion webhooks).
 - Validation covers names (RFC 1123 subdomain, namespace labels), required ``eventTime`` for
-  events.k8s.io Events, CRD naming. No OpenAPI schema validation or pruning of custom resources,
-  no CEL rules, no defaulting except Deployment/Pod specs, Namespaces and CRDs.
-- managedFields use a small schema table (keyed lists such as containers/env/conditions/
-  ownerReferences, set lists such as finalizers, atomic structs such as selector) instead of
-  OpenAPI; other lists are atomic. Strategic merge patch (built-in kinds only, as kube) merges
-  lists by a similar table of merge keys (``strategic.py``).
+  events.k8s.io Events, CRD naming; built-in kinds get no defaulting except Deployment/Pod
+  specs, Namespaces and CRDs. Custom resources are pruned, defaulted and validated against
+  their CRD's structural schema as kube-apiserver 1.32 does (``custom.py``: unknown-field
+  warnings and strict errors, types, formats, bounds, patterns, enums, list types, ``/scale``
+  paths) and their CEL rules (``cel_rules.py``, with cel-expr-python from the ``testing``
+  extra: without it CRDs carrying rules are refused), checked field for field against its
+  recorded answers in ``tests/recordings/fidelity``; one object's property errors come in
+  schema order (kube-apiserver's order is random). No CEL cost budget; ratcheting by value
+  equality at each error's path (``ratcheting.py``).
+  ValidatingAdmissionPolicies and bindings are evaluated by the same engine
+  (``policies.py``; no ``paramKind``/``paramRef``).
+- managedFields of built-in kinds use a small schema table (keyed lists such as containers/env/
+  conditions/ownerReferences, set lists such as finalizers, atomic structs such as selector)
+  instead of OpenAPI; other lists are atomic. Custom resources follow their CRD schema's
+  ``x-kubernetes-list-type``/``x-kubernetes-list-map-keys``. Strategic merge patch (built-in
+  kinds only, as kube) merges lists by a similar table of merge keys (``strategic.py``).
 - Server-side apply merges the applied configuration (keyed lists by key) and removes fields the
   manager stopped applying when nobody else owns them; conflicts are reported like kube's.
 - Garbage collection, namespace finalization and CRD establishment run on one controller thread
@@ -81,6 +91,7 @@ from cloudcoil_sync.testing._internal.emulator import Emulator
 from cloudcoil_sync.testing._internal.faults import Faults, InjectedFault
 from cloudcoil_sync.testing._internal.hooks import AdmissionHook, StoreObserver
 from cloudcoil_sync.testing._internal.latency import PROFILES, LatencyModel
+from cloudcoil_sync.testing._internal.operator import OperatorRunner
 from cloudcoil_sync.testing._internal.status import ApiError
 from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
@@ -94,5 +105,6 @@ __all__ = [
     "InjectedFault",
     "LatencyModel",
     "LogEntry",
+    "OperatorRunner",
     "StoreObserver",
 ]

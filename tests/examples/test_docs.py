@@ -36,6 +36,7 @@ GUIDE += ["deployment.md", "migration.md", "troubleshooting.md"]
 PAGES = ["README.md", *(f"docs/{page}" for page in GUIDE)]
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
 PROGRAMS = {"kubectl", "openssl", "docker", "kind", "pip", "export", "cd", "bash", "curl", "kill"}
+PROGRAMS |= {"pytest"}
 
 
 def blocks(page: str) -> list[tuple[str, str]]:

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 import yaml
-from example_harness import EXAMPLES, PEM_CA, Running, conditions, load, prepare
+from example_harness import EXAMPLES, PEM_CA, conditions, load
 
 from cloudcoil_sync.client import Config, Forbidden
-from cloudcoil_sync.testing import Emulator
+from cloudcoil_sync.testing import Emulator, OperatorRunner
 
 GROUP = "examples.cloudcoil.dev"
 
@@ -89,117 +89,110 @@ def ready(kube: Emulator, name: str) -> bool:
     return conditions(widget_state(kube, name)).get("Ready", {}).get("status") == "True"
 
 
-@pytest.mark.kube_emulator(deployments="available")
 def test_widget_converges_with_admission_and_waits_for_rollouts(
-    kube_emulator: Emulator, tmp_path: Path
+    kube_emulator: Emulator, kube_operator: OperatorRunner
 ) -> None:
-    """Run with the generated ServiceAccount: the generated RBAC is enough, nothing is 403."""
+    """Run with the generated ServiceAccount (the fixture's default): the generated RBAC is
+    enough, nothing is 403 (the fixture fails the test otherwise)."""
     module = load("widget_operator")
     app = module.app
-    config: Config = prepare(app, kube_emulator, tmp_path, service_account=True)
+    config: Config = kube_operator(app)  # installed, webhooks on loopback TLS, running
     rollouts = kube_emulator.rollouts
     assert rollouts is not None
     rollouts.mode = "never"  # the Widget's Deployment keeps rolling out
-    running = Running(app).start()
-    try:
-        widgets = config.client(module.Widget)
-        widgets.create(
-            module.Widget.model_validate(
-                {"metadata": {"name": "hello"}, "spec": {"message": "hi", "replicas": 2}}
-            )
+    widgets = config.client(module.Widget)
+    widgets.create(
+        module.Widget.model_validate(
+            {"metadata": {"name": "hello"}, "spec": {"message": "hi", "replicas": 2}}
         )
+    )
 
-        def rolling_out() -> bool:
-            found = conditions(widget_state(kube_emulator, "hello"))
-            return found.get("WorkloadAvailable", {}).get("reason") == "RollingOut"
+    def rolling_out() -> bool:
+        found = conditions(widget_state(kube_emulator, "hello"))
+        return found.get("WorkloadAvailable", {}).get("reason") == "RollingOut"
 
-        assert kube_emulator.wait_for(rolling_out, timeout=20)
-        state = widget_state(kube_emulator, "hello") or {}
-        found = conditions(state)
-        assert [found[c]["status"] for c in ("ConfigurationReady", "DeploymentApplied")] == [
-            "True",
-            "True",
-        ]
-        assert found["Ready"]["status"] == "False"
-        assert state["status"]["phase"] == "RollingOut"
-        # The mutating webhook labelled it on the way in.
-        assert state["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "widgets"
+    assert kube_emulator.wait_for(rolling_out, timeout=20)
+    state = widget_state(kube_emulator, "hello") or {}
+    found = conditions(state)
+    assert [found[c]["status"] for c in ("ConfigurationReady", "DeploymentApplied")] == [
+        "True",
+        "True",
+    ]
+    assert found["Ready"]["status"] == "False"
+    assert state["status"]["phase"] == "RollingOut"
+    # The mutating webhook labelled it on the way in.
+    assert state["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "widgets"
 
-        # Children: message in the ConfigMap, replicas on the Deployment, a Service.
-        config_map = kube_emulator.get_object("", "configmaps", "default", "hello-config")
-        assert config_map is not None and config_map["data"] == {"message": "hi"}
-        deployment = kube_emulator.get_object("apps", "deployments", "default", "hello")
-        assert deployment is not None and deployment["spec"]["replicas"] == 2
-        assert kube_emulator.get_object("", "services", "default", "hello") is not None
+    # Children: message in the ConfigMap, replicas on the Deployment, a Service.
+    config_map = kube_emulator.get_object("", "configmaps", "default", "hello-config")
+    assert config_map is not None and config_map["data"] == {"message": "hi"}
+    deployment = kube_emulator.get_object("apps", "deployments", "default", "hello")
+    assert deployment is not None and deployment["spec"]["replicas"] == 2
+    assert kube_emulator.get_object("", "services", "default", "hello") is not None
 
-        # A new generation rolls out: the Widget becomes Ready and Available.
-        rollouts.mode = "available"
-        widgets.raw.merge_patch("hello", {"spec": {"replicas": 3}})
-        assert kube_emulator.wait_for(lambda: ready(kube_emulator, "hello"), timeout=20)
-        state = widget_state(kube_emulator, "hello") or {}
-        assert state["status"]["phase"] == "Available"
-        assert state["status"]["availableReplicas"] == 3
+    # A new generation rolls out: the Widget becomes Ready and Available.
+    rollouts.mode = "available"
+    widgets.raw.merge_patch("hello", {"spec": {"replicas": 3}})
+    assert kube_emulator.wait_for(lambda: ready(kube_emulator, "hello"), timeout=20)
+    state = widget_state(kube_emulator, "hello") or {}
+    assert state["status"]["phase"] == "Available"
+    assert state["status"]["availableReplicas"] == 3
 
-        # Drift: a deleted child comes back, an edited one is put back.
-        old = kube_emulator.get_object("", "configmaps", "default", "hello-config") or {}
-        config.client(module.ConfigMap).delete("hello-config")
+    # Drift: a deleted child comes back, an edited one is put back.
+    old = kube_emulator.get_object("", "configmaps", "default", "hello-config") or {}
+    config.client(module.ConfigMap).delete("hello-config")
 
-        def recreated() -> bool:
-            new = kube_emulator.get_object("", "configmaps", "default", "hello-config")
-            return new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
+    def recreated() -> bool:
+        new = kube_emulator.get_object("", "configmaps", "default", "hello-config")
+        return new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
 
-        assert kube_emulator.wait_for(recreated, timeout=20)
-        config.client(module.ConfigMap).raw.merge_patch("hello-config", {"data": {"message": "x"}})
+    assert kube_emulator.wait_for(recreated, timeout=20)
+    config.client(module.ConfigMap).raw.merge_patch("hello-config", {"data": {"message": "x"}})
 
-        def repaired() -> bool:
-            new = kube_emulator.get_object("", "configmaps", "default", "hello-config") or {}
-            return new.get("data") == {"message": "hi"}
+    def repaired() -> bool:
+        new = kube_emulator.get_object("", "configmaps", "default", "hello-config") or {}
+        return new.get("data") == {"message": "hi"}
 
-        assert kube_emulator.wait_for(repaired, timeout=20)
-        operator = "system:serviceaccount:default:widgets"
-        log = [e for e in kube_emulator.request_log if e.user == operator]
-        assert len(log) > 10 and [e for e in log if e.status == 403] == []
-    finally:
-        running.close()
+    assert kube_emulator.wait_for(repaired, timeout=20)
+    operator = "system:serviceaccount:default:widgets"
+    log = [e for e in kube_emulator.request_log if e.user == operator]
+    assert len(log) > 10 and [e for e in log if e.status == 403] == []
+    assert kube_operator.forbidden() == []
 
 
-@pytest.mark.kube_emulator(deployments="available")
 def test_validating_webhook_reads_the_policy_live(
-    kube_emulator: Emulator, kube_config: Config, tmp_path: Path
+    kube_config: Config, kube_operator: OperatorRunner
 ) -> None:
+    """End-to-end admission through the fixture: the emulator calls the operator's webhooks
+    over TLS with the test CA's caBundle; the webhook reads the policy as the operator."""
     module = load("widget_operator")
-    app = module.app
-    config = prepare(app, kube_emulator, tmp_path, service_account=True)
-    running = Running(app).start()
-    try:
-        widgets = config.client(module.Widget)
+    config = kube_operator(module.app)
+    widgets = config.client(module.Widget)
 
-        def create(name: str, message: str, replicas: int) -> Any:
-            return widgets.create(
-                module.Widget.model_validate(
-                    {
-                        "metadata": {"name": name},
-                        "spec": {"message": message, "replicas": replicas},
-                    }
-                )
+    def create(name: str, message: str, replicas: int) -> Any:
+        return widgets.create(
+            module.Widget.model_validate(
+                {
+                    "metadata": {"name": name},
+                    "spec": {"message": message, "replicas": replicas},
+                }
             )
-
-        assert create("free", "anything goes", 7).metadata.name == "free"  # no policy yet
-        with pytest.raises(Forbidden, match=r"spec\.message must not be blank"):
-            create("blank", "  ", 1)
-        kube_config.client(module.ConfigMap).raw.create(
-            {
-                "metadata": {"name": "widget-policy"},
-                "data": {"maxReplicas": "3", "forbiddenWords": "legacy, beta"},
-            }
         )
-        with pytest.raises(Forbidden, match=r"exceeds the policy's 3"):
-            create("big", "hello", 5)
-        with pytest.raises(Forbidden, match=r"forbidden word 'beta'"):
-            create("beta", "a Beta widget", 1)
-        assert create("fine", "hello", 3).metadata.labels["tier"] == "web"
-    finally:
-        running.close()
+
+    assert create("free", "anything goes", 7).metadata.name == "free"  # no policy yet
+    with pytest.raises(Forbidden, match=r"spec\.message must not be blank"):
+        create("blank", "  ", 1)
+    kube_config.client(module.ConfigMap).raw.create(
+        {
+            "metadata": {"name": "widget-policy"},
+            "data": {"maxReplicas": "3", "forbiddenWords": "legacy, beta"},
+        }
+    )
+    with pytest.raises(Forbidden, match=r"exceeds the policy's 3"):
+        create("big", "hello", 5)
+    with pytest.raises(Forbidden, match=r"forbidden word 'beta'"):
+        create("beta", "a Beta widget", 1)
+    assert create("fine", "hello", 3).metadata.labels["tier"] == "web"
 
 
 def test_seed_commands_generate_manifests_offline(tmp_path: Path) -> None:

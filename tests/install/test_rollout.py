@@ -90,8 +90,11 @@ def test_never_mode_observes_but_never_completes(kube_emulator: Emulator) -> Non
     assert kube_emulator.wait_for(lambda: available(kube_emulator))
 
 
+@pytest.mark.kube_emulator(deployments=None)  # the fixture turns it on; the class does not
 def test_off_by_default_and_bad_modes_are_rejected(kube_emulator: Emulator) -> None:
     assert kube_emulator.rollouts is None
+    with Emulator() as plain:
+        assert plain.rollouts is None
     apply(kube_emulator, DEPLOYMENT)
     assert "status" not in current(kube_emulator) or not available(kube_emulator)
     with pytest.raises(ValueError, match="deployments must be"):

@@ -8,6 +8,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+import pytest
+
 from cloudcoil_sync.testing import Emulator
 from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
@@ -219,6 +221,7 @@ def test_imperative_creates_token_and_auth_can_i(kubectl: Kubectl, kube_emulator
     assert "not authorization.k8s.io/v1 SelfSubjectRulesReview" in unsupported.stderr
 
 
+@pytest.mark.kube_emulator(deployments=None)  # as the real cluster: no nodes, 0/2 ready
 def test_the_everyday_session_passes_completely(kubectl_argv: list[str]) -> None:
     """session.py's 63 steps, which also pass on the real kube-apiserver 1.32."""
     outcomes = run_session(kubectl_argv)

@@ -438,6 +438,7 @@ def test_dry_run_calls_side_effect_free_webhooks_only(
     assert cms.create(new_configmap("real")).metadata.labels == {"mutated": "yes"}
 
 
+@pytest.mark.kube_emulator(deployments=None)  # the rollout simulator would write status too
 def test_status_writes_match_status_rules_and_keep_only_status(
     kube_emulator: Emulator, ca: CertificateAuthority, calls: Calls, start: Callable[..., Any]
 ) -> None:

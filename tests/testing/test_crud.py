@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import Client, configmap
@@ -120,6 +122,7 @@ def test_pagination_keeps_first_resource_version_and_visits_everything(client: C
     assert seen[:7] == [f"p{i}" for i in range(7)]
 
 
+@pytest.mark.kube_emulator(deployments=None)  # no rollout simulator writing the status
 def test_status_subresource_and_generation_for_deployments(client: Client) -> None:
     created = client.post(DEPLOY, deployment("d1")).json()
     assert created["metadata"]["generation"] == 1
@@ -268,7 +271,12 @@ def test_custom_resource_without_status_subresource_bumps_generation_on_status(
                     "name": "v1",
                     "served": True,
                     "storage": True,
-                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
                 }
             ],
         },

@@ -27,7 +27,14 @@ CRD = {
                 "schema": {
                     "openAPIV3Schema": {
                         "type": "object",
-                        "properties": {"spec": {"type": "object", "description": "Wanted."}},
+                        "x-kubernetes-preserve-unknown-fields": True,
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "description": "Wanted.",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            }
+                        },
                     }
                 },
                 "additionalPrinterColumns": [

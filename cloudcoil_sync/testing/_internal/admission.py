@@ -72,6 +72,7 @@ from cloudcoil_sync.testing._internal.admission_review import (
     status_split,
 )
 from cloudcoil_sync.testing._internal.admission_transport import ServiceRoute, WebhookTransport
+from cloudcoil_sync.testing._internal.policies import PolicyEvaluator
 from cloudcoil_sync.testing._internal.request import Req
 from cloudcoil_sync.testing._internal.store import Store
 from cloudcoil_sync.testing._internal.validation import from_storage
@@ -90,6 +91,7 @@ class WebhookCaller:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.transport = WebhookTransport()
+        self.policies = PolicyEvaluator(store)  # ValidatingAdmissionPolicies (CEL)
 
     def close(self) -> None:
         """Close the kept-alive connections to webhooks."""
@@ -124,6 +126,7 @@ class WebhookCaller:
         if req.user is None:
             return
         attempt = Attempt(operation, req, obj, old, options_for(operation, req), req.dry_run)
+        self.policies.validate(attempt)  # kube's ValidatingAdmissionPolicy plugin runs first
         for webhook in self._webhooks(VALIDATING, attempt):
             self._call(webhook, attempt)
 
@@ -139,9 +142,11 @@ class WebhookCaller:
         dry_run = req.dry_run or body.get("dryRun") == ["All"]
         old = from_storage(req.rt, stored)
         attempt = Attempt("DELETE", req, None, old, options, dry_run)
-        for key in (MUTATING, VALIDATING):
-            for webhook in self._webhooks(key, attempt):
-                self._call(webhook, attempt)
+        for webhook in self._webhooks(MUTATING, attempt):
+            self._call(webhook, attempt)
+        self.policies.validate(attempt)
+        for webhook in self._webhooks(VALIDATING, attempt):
+            self._call(webhook, attempt)
 
     # -- selection ---------------------------------------------------------------------------
     def _webhooks(self, key: tuple[str, str], attempt: Attempt) -> Iterator[JSON]:

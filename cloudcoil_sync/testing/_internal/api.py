@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import traceback
@@ -15,7 +16,7 @@ from cloudcoil_sync.client._internal import codec
 from cloudcoil_sync.testing._internal import discovery, openapi, partial, protobuf, tables
 from cloudcoil_sync.testing._internal import status as st
 from cloudcoil_sync.testing._internal.access_reviews import REVIEWS, review
-from cloudcoil_sync.testing._internal.backend import Backend, LogEntry
+from cloudcoil_sync.testing._internal.backend import AccessRecord, Backend, LogEntry
 from cloudcoil_sync.testing._internal.crud import Req
 from cloudcoil_sync.testing._internal.deletion import CRD_KEY
 from cloudcoil_sync.testing._internal.http import BodyTooLarge, Exchange
@@ -264,7 +265,7 @@ def _respond_error(ex: Exchange, err: st.ApiError) -> None:
     if ex.streaming:
         return
     try:
-        ex.respond(err.code, dumps(err.body()), headers=err.headers)
+        ex.respond(err.code, dumps(err.body()), headers=err.headers, warnings=err.warnings)
     except OSError:
         ex.close_connection = True
 
@@ -301,7 +302,10 @@ def _dispatch(emu: Backend, ex: Exchange, path: str, query: dict[str, str], user
         verb, route.rt.group, route.rt.plural, route.subresource, route.namespace, name
     )
     asks_itself = verb == "create" and route.rt.key == SELF_ACCESS_REVIEWS  # any user may
-    if not asks_itself and not emu.authorizer.allowed(user, attrs):
+    allowed = asks_itself or emu.authorizer.allowed(user, attrs)
+    if not user.admin:
+        emu.log_access(AccessRecord(user.name, allowed=allowed, **dataclasses.asdict(attrs)))
+    if not allowed:
         raise st.forbidden(
             user.name,
             verb,
@@ -323,7 +327,11 @@ def _dispatch(emu: Backend, ex: Exchange, path: str, query: dict[str, str], user
         ex.headers.get("User-Agent", ""),
         user,
     )
-    _execute(emu, ex, verb, req)
+    try:
+        _execute(emu, ex, verb, req)
+    except st.ApiError as err:  # a refused write still carries its decoding warnings
+        err.warnings = req.warnings
+        raise
 
 
 def _execute(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
@@ -367,7 +375,7 @@ def _execute(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
         status, result = objects.delete(req)
     else:
         status, result = 200, objects.delete_collection(req)
-    ex.respond(status, _encode(emu, req, result))
+    ex.respond(status, _encode(emu, req, result), warnings=req.warnings)
 
 
 def _check_not_terminating(emu: Backend, rt: ResourceType) -> None:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from cloudcoil_sync.testing._internal.tls import CertificateAuthority
     from cloudcoil_sync.testing._internal.watch import WatchRegistry
 
-__all__ = ["Backend", "LogEntry"]
+__all__ = ["AccessRecord", "Backend", "LogEntry"]
 
 JSON = dict[str, Any]
 
@@ -37,6 +37,21 @@ class LogEntry:
     status: int
     #: When the answer was about to leave (monotonic; comparable across local processes).
     at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class AccessRecord:
+    """One authorization decision for a non-admin user, as ``Emulator.access_log`` lists it:
+    what the pytest plugin checks for 403s and reports unused permissions from."""
+
+    user: str
+    verb: str
+    group: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+    allowed: bool
 
 
 class Backend(Protocol):
@@ -64,6 +79,8 @@ class Backend(Protocol):
     ) -> None: ...
 
     def log_request(self, entry: LogEntry) -> None: ...
+
+    def log_access(self, record: AccessRecord) -> None: ...
 
     def admit(self, verb: str, req: Req) -> None: ...
 

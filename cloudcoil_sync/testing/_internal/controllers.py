@@ -294,6 +294,10 @@ class Controllers:
             return
         for rt in crd_types(crd):
             self.registry.add(rt)
+        storage = next((rt for rt in crd_types(crd) if rt.version == _storage_version(crd)), None)
+        if storage is not None:  # new schema defaults show on stored objects (read defaulting)
+            custom = self.objects.custom
+            self.store.default_in_place(storage.key, lambda obj: custom.default(storage, obj))
 
     def _do_crd_cleanup(self, name: str) -> None:
         """A CRD being deleted: delete its custom resources (their finalizers still hold
@@ -339,3 +343,8 @@ def _served_key(crd: JSON) -> tuple[str, str]:
     """The storage key of a CRD's custom resources: (group, plural)."""
     spec = crd.get("spec") or {}
     return spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
+
+
+def _storage_version(crd: JSON) -> str:
+    versions = (crd.get("spec") or {}).get("versions") or []
+    return next((v["name"] for v in versions if v.get("storage")), "")

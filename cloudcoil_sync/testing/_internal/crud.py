@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cloudcoil_sync.testing._internal import status as st
+from cloudcoil_sync.testing._internal.custom import CustomResources, invalid
 from cloudcoil_sync.testing._internal.deletion import delete, delete_collection
 from cloudcoil_sync.testing._internal.hooks import ObjectAdmission
 from cloudcoil_sync.testing._internal.listing import list_body
@@ -52,6 +53,7 @@ class Objects:
         self.store = store
         self.require_namespaces = require_namespaces
         self.admission: ObjectAdmission | None = None  # webhook calls (admission.py)
+        self.custom = CustomResources(store)  # CRD schemas: pruning, defaults, validation
 
     # -- reads -------------------------------------------------------------------------------
     def get(self, req: Req) -> JSON:
@@ -83,6 +85,7 @@ class Objects:
         self, req: Req, body: JSON | None = None, managed: list[JSON] | None = None
     ) -> tuple[int, JSON]:
         rt = req.rt
+        self._schema(req)
         # The body is owned by this call (freshly decoded or built by the caller).
         obj = body if body is not None else req.body
         if not isinstance(obj, dict):
@@ -104,11 +107,13 @@ class Objects:
             meta["name"] = meta["generateName"] + suffix
         req.name = meta.get("name", "")
         obj = {"kind": rt.kind, "apiVersion": rt.api_version, **_untyped(obj)}
-        validate(rt, obj, rt.group)
+        self.custom.check_unknown(req, obj, "create")
+        self.custom.normalise(rt, obj)
         if rt.status_subresource:
             obj.pop("status", None)
         apply_defaults(rt, obj, creating=True)
         obj = self._mutated("CREATE", req, obj, None)
+        self._validate(req, obj)
         meta = obj["metadata"]
         now = now_iso()
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
@@ -139,11 +144,13 @@ class Objects:
     def update(self, req: Req, new: Any, old: JSON, apply_w: Writer | None = None) -> JSON:
         """Write ``new`` (the client's intended object) over stored ``old`` (storage form)."""
         rt = req.rt
+        self._schema(req)
         view_old = from_storage(rt, old)
         intended = _intended(req, new, old, view_old)
+        self.custom.normalise(rt, intended)
         apply_defaults(rt, intended, creating=False)
         intended = self._mutated("UPDATE", req, intended, view_old)
-        validate(rt, intended, rt.group)
+        self._validate(req, intended, view_old)
         _check_finalizers(rt, view_old["metadata"], intended["metadata"])
         _record_update(req, intended, view_old, apply_w)
         if self.admission is not None:
@@ -174,8 +181,25 @@ class Objects:
             return obj
         changed = self.admission.mutate(operation, req, obj, old)
         if changed is not obj:
-            validate(req.rt, changed, req.rt.group)
+            self.custom.normalise(req.rt, changed)
+            self._validate(req, changed, old)
         return changed
+
+    def _schema(self, req: Req) -> None:
+        custom = self.custom.lookup(req.rt)
+        if custom is not None:
+            req.schema = custom.schema
+
+    def _validate(self, req: Req, obj: JSON, old: JSON | None = None) -> None:
+        if self.custom.lookup(req.rt) is not None:  # metadata, schema, list types, CEL
+            self.custom.validate(req, obj, old)
+            return
+        validate(req.rt, obj, req.rt.group)
+        if req.rt.kind == "CustomResourceDefinition" and req.subresource != "status":
+            causes = self.custom.crd_default_causes(obj) + self.custom.crd_causes(obj)
+            if causes:
+                name = obj["metadata"].get("name", "")
+                raise invalid(req.rt.kind, req.rt.group, name, causes)
 
     def _check_current(self, req: Req, old: JSON) -> None:
         current = self.store.get(req.rt.key, req.namespace, req.name)
@@ -204,8 +228,11 @@ class Objects:
         if old is None:
             raise st.not_found(req.rt.plural, req.rt.group, req.name)
         body = req.body if isinstance(req.body, dict) else {}
+        self.custom.check_unknown(req, body, "update")
         if (body.get("metadata") or {}).get("name", req.name) != req.name:
             raise st.bad_request("the name of the object does not match the name on the URL")
+        if not req.rt.builtin and not (body.get("metadata") or {}).get("resourceVersion"):
+            raise _unconditional(req)
         return 200, self.update(req, body, old)
 
     def _patch(self, req: Req) -> tuple[int, JSON]:
@@ -232,6 +259,7 @@ class Objects:
                 f"the body of the request was in an unknown format - accepted media types "
                 f"include: {', '.join(_types(rt))} (got {ctype})",
             )
+        self.custom.check_unknown(req, new, "patch")
         return 200, self.update(req, new, old)
 
     def _apply(self, req: Req) -> tuple[int, JSON]:
@@ -258,6 +286,8 @@ class Objects:
         if not isinstance(applied, dict):
             raise st.bad_request("an apply patch must be an object")
         check_kind(rt, applied)
+        self.custom.check_apply(req, applied)
+        self._schema(req)
         force = req.query.get("force") in ("true", "1")
         w = req.writer(now_iso())
         old = self.store.get(rt.key, req.namespace, req.name)
@@ -304,6 +334,16 @@ def _check_finalizers(rt: ResourceType, old_meta: JSON, meta: JSON) -> None:
         raise st.invalid(
             rt.kind, group, name, [("FieldValueForbidden", "metadata.finalizers", message)]
         )
+
+
+def _unconditional(req: Req) -> st.ApiError:
+    """Custom resources take no update without a resourceVersion (kube-apiserver's rule)."""
+    plural, group, name = req.rt.plural, req.rt.group, req.name
+    message = "Invalid value: 0x0: must be specified for an update"
+    cause = {"reason": "FieldValueInvalid", "message": message, "field": "metadata.resourceVersion"}
+    details = {"name": name, "group": group, "kind": plural, "causes": [cause]}
+    text = f'{plural}.{group} "{name}" is invalid: metadata.resourceVersion: {message}'
+    return st.ApiError(422, "Invalid", text, details)
 
 
 def _untyped(obj: JSON) -> JSON:
@@ -359,7 +399,10 @@ def _intended(req: Req, new: Any, old: JSON, view_old: JSON) -> JSON:
         intended = {**view_old, "status": intended.get("status")}
         if intended["status"] is None:
             del intended["status"]
+        sent_managed = meta.get("managedFields")  # a status apply's new ownership
         meta = intended["metadata"] = dict(old_meta)
+        if sent_managed is not None:
+            meta["managedFields"] = sent_managed
     elif split:
         intended.pop("status", None)
         if "status" in view_old:

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil_sync.testing._internal import status as st
 from cloudcoil_sync.testing._internal.admission import WebhookCaller
 from cloudcoil_sync.testing._internal.api import LogEntry, handle
+from cloudcoil_sync.testing._internal.backend import AccessRecord
 from cloudcoil_sync.testing._internal.controllers import Controllers
 from cloudcoil_sync.testing._internal.crud import Objects, Req
+from cloudcoil_sync.testing._internal.custom import at, scale_paths
 from cloudcoil_sync.testing._internal.faults import Faults
 from cloudcoil_sync.testing._internal.hooks import AdmissionHook
 from cloudcoil_sync.testing._internal.http import Exchange, HTTPServer
@@ -82,6 +84,7 @@ class Emulator:
             else None
         )
         self._log: collections.deque[LogEntry] = collections.deque(maxlen=log_size)
+        self._access: collections.deque[AccessRecord] = collections.deque(maxlen=log_size)
         self._server: HTTPServer | None = None
         self._ca = (ca or default_ca()) if tls else None
         self.ca_pem: bytes = self._ca.cert_pem if self._ca else b""
@@ -176,6 +179,14 @@ class Emulator:
     @property
     def request_log(self) -> list[LogEntry]:
         return list(self._log)
+
+    def log_access(self, record: AccessRecord) -> None:
+        self._access.append(record)
+
+    @property
+    def access_log(self) -> list[AccessRecord]:
+        """Authorization decisions for non-admin users (allowed and denied), oldest first."""
+        return list(self._access)
 
     def clear_log(self) -> None:
         self._log.clear()
@@ -293,6 +304,7 @@ class Emulator:
         """The ``/scale`` subresource over ``spec.replicas``."""
         obj = self.objects.get(req)
         meta = obj["metadata"]
+        spec_path, status_path = scale_paths(self.objects.custom.lookup(req.rt))
         scale: JSON = {
             "kind": "Scale",
             "apiVersion": "autoscaling/v1",
@@ -301,8 +313,8 @@ class Emulator:
                 for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                 if k in meta
             },
-            "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
-            "status": {"replicas": (obj.get("status") or {}).get("replicas", 0)},
+            "spec": {"replicas": at(obj, spec_path)[1] or 0},
+            "status": {"replicas": at(obj, status_path)[1] or 0},
         }
         if verb == "get":
             return 200, scale
@@ -314,7 +326,11 @@ class Emulator:
         else:
             raise st.method_not_allowed()
         new = copy.deepcopy(obj)
-        new.setdefault("spec", {})["replicas"] = replicas
+        *parents, leaf = spec_path.strip(".").split(".")
+        node = new
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = replicas
         # Recorded in managedFields as an Update with subresource "scale", as kube does.
         main = Req(
             req.rt, req.namespace, req.name, "scale", req.query, new, user_agent=req.user_agent

@@ -109,18 +109,53 @@ def _walk(node: Any, name: str, path: Path, out: dict[Path, Any], custom: bool) 
         out[path] = node
 
 
-def fields_of(obj: JSON, custom: bool, part: str | None = None) -> dict[Path, Any]:
-    """Every owned path of ``obj`` with its value; ``part`` limits to one top-level field."""
+def _walk_schema(node: Any, path: Path, out: dict[Path, Any], schema: JSON) -> None:
+    """A custom resource's fields, by its CRD schema: lists are atomic unless declared
+    ``set`` or ``map`` (keyed by ``x-kubernetes-list-map-keys``); nulls are owned."""
+    if isinstance(node, dict) and node and schema.get("x-kubernetes-map-type") != "atomic":
+        out[(*path, ".")] = True
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, child in node.items():
+            sub = properties.get(key, extra if isinstance(extra, dict) else {})
+            _walk_schema(child, (*path, "f:" + key), out, sub)
+        return
+    kind = schema.get("x-kubernetes-list-type")
+    if isinstance(node, list) and node and kind in ("set", "map"):
+        out[(*path, ".")] = True
+        keys = tuple(schema.get("x-kubernetes-list-map-keys") or ()) if kind == "map" else ()
+        items = (schema.get("items") or {}).get("properties") or {}
+        for element in node:
+            epath = (*path, _key_token(element, keys))
+            if isinstance(element, dict) and keys:
+                out[(*epath, ".")] = True
+                for key, child in element.items():
+                    _walk_schema(child, (*epath, "f:" + key), out, items.get(key) or {})
+            else:
+                out[epath] = element
+        return
+    out[path] = node
+
+
+def fields_of(obj: JSON, custom: bool | JSON, part: str | None = None) -> dict[Path, Any]:
+    """Every owned path of ``obj`` with its value; ``part`` limits to one top-level field.
+
+    ``custom``: False for built-in kinds, True for a custom resource, or its CRD's schema.
+    """
     out: dict[Path, Any] = {}
+    schema = custom if isinstance(custom, dict) else None
     for key, value in obj.items():
         if key in ("apiVersion", "kind") or (part is not None and key != part):
             continue
         if key == "metadata":
             for mkey, mval in (value or {}).items():
                 if mkey not in IGNORED_META:
-                    _walk(mval, mkey, ("f:metadata", "f:" + mkey), out, custom)
+                    _walk(mval, mkey, ("f:metadata", "f:" + mkey), out, bool(custom))
             continue
-        _walk(value, key, ("f:" + key,), out, custom)
+        if schema is not None:
+            _walk_schema(value, ("f:" + key,), out, (schema.get("properties") or {}).get(key) or {})
+        else:
+            _walk(value, key, ("f:" + key,), out, bool(custom))
     return out
 
 

@@ -11,7 +11,7 @@ import select
 import socket
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["MAX_BODY_BYTES", "BodyTooLarge", "Exchange", "HTTPServer"]
@@ -142,6 +142,7 @@ class Exchange:
         body: bytes,
         content_type: str = "application/json",
         headers: dict[str, str] | None = None,
+        warnings: Sequence[str] = (),
     ) -> None:
         self.status = status
         self.before_send(status)
@@ -154,6 +155,7 @@ class Exchange:
         ]
         for key, value in (headers or {}).items():
             lines.append(f"{key}: {value}")
+        lines.extend(f"Warning: {warning}" for warning in warnings)  # one header each
         if self.close_connection:
             lines.append("Connection: close")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

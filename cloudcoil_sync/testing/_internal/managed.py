@@ -34,7 +34,7 @@ class Writer:
     manager: str
     api_version: str
     subresource: str
-    custom: bool
+    custom: bool | JSON  # a custom resource's CRD schema when known (fields.fields_of)
     now: str
 
 
@@ -47,7 +47,7 @@ def manager_name(user_agent: str | None, field_manager: str | None) -> str:
 
 def _restricted(
     obj: JSON,
-    custom: bool,
+    custom: bool | JSON,
     status_split: bool,
     subresource: str,
     fields: dict[Path, Any] | None = None,

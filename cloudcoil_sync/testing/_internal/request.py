@@ -29,6 +29,10 @@ class Req:
     user_agent: str = ""
     # The authenticated user of an HTTP request; None for the emulator's own writes.
     user: User | None = None
+    # ``Warning`` header values for the answer (unknown fields under fieldValidation=Warn).
+    warnings: list[str] = field(default_factory=list)
+    # A custom resource's CRD schema, set by the write path (managedFields follow its lists).
+    schema: dict[str, Any] | None = None
 
     @property
     def dry_run(self) -> bool:
@@ -47,6 +51,6 @@ class Req:
             manager_name(self.user_agent, self.query.get("fieldManager")),
             self.rt.api_version,
             self.subresource if self.subresource in ("status", "scale") else "",
-            not self.rt.builtin,
+            self.schema if self.schema is not None else not self.rt.builtin,
             now,
         )

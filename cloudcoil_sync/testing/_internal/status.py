@@ -29,8 +29,9 @@ def status_body(code: int, reason: str, message: str, details: JSON | None = Non
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason,
     }
+    if reason:  # an internal error (500) carries none
+        body["reason"] = reason
     if details is not None:
         body["details"] = details
     body["code"] = code
@@ -54,6 +55,7 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.headers = headers or {}
+        self.warnings: list[str] = []  # Warning headers of the answer
 
     def body(self) -> JSON:
         return status_body(self.code, self.reason, self.message, self.details)

@@ -7,6 +7,7 @@ one copy it first. That lets readers serialize without holding the lock for long
 from __future__ import annotations
 
 import bisect
+import copy
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -208,6 +209,22 @@ class Store:
             for listener in self.listeners:
                 listener(event)
             self.changed.notify_all()
+
+    def default_in_place(self, key: Key, default: Callable[[JSON], None]) -> int:
+        """Apply ``default`` to copies of every object under ``key`` and keep the changed ones
+        under their resourceVersion, with no event: kube-apiserver defaults custom resources
+        as it reads them from etcd, so a default added to a CRD shows on objects stored
+        before it without a write. Returns how many changed."""
+        changed = 0
+        with self.lock:
+            for objs in self._data.get(key, {}).values():
+                for name, entry in objs.items():
+                    new = copy.deepcopy(entry.obj)
+                    default(new)
+                    if new != entry.obj:
+                        objs[name] = Entry(new)
+                        changed += 1
+        return changed
 
     def remove(self, key: Key, obj: JSON) -> JSON:
         """Remove the object; the DELETED event carries a new resourceVersion."""

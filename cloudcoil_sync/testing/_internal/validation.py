@@ -108,9 +108,20 @@ def _pod_spec_defaults(pod: JSON) -> None:
     pod.setdefault("schedulerName", "default-scheduler")
 
 
+def _drop_empty(obj: JSON, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        if obj.get(key) == {}:
+            del obj[key]
+
+
 def apply_defaults(rt: ResourceType, obj: JSON, creating: bool) -> None:
     """Server-side defaults for the kinds where tests compare them (mutates ``obj``)."""
     kind = rt.kind
+    # Typed maps kube-apiserver encodes with omitempty: an empty one is not stored.
+    if isinstance(obj.get("metadata"), dict):
+        _drop_empty(obj["metadata"], ("labels", "annotations"))
+    if kind in ("ConfigMap", "Secret") and rt.group == "":
+        _drop_empty(obj, ("data", "binaryData", "stringData"))
     if kind in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet") and rt.group == "apps":
         if kind == "Deployment":
             _deployment_defaults(obj.setdefault("spec", {}))
@@ -125,6 +136,10 @@ def apply_defaults(rt: ResourceType, obj: JSON, creating: bool) -> None:
     elif kind == "CustomResourceDefinition":
         spec = obj.setdefault("spec", {})
         spec.setdefault("conversion", {"strategy": "None"})
+        names = spec.get("names")
+        if isinstance(names, dict) and names.get("kind"):  # apiextensions' SetDefaults
+            names.setdefault("singular", names["kind"].lower())
+            names.setdefault("listKind", names["kind"] + "List")
         if creating:
             stored = [v["name"] for v in spec.get("versions") or [] if v.get("storage")]
             obj["status"] = {

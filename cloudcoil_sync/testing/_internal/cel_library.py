@@ -1,0 +1,182 @@
+"""The CEL environment of the emulator: cel-expr-python plus Kubernetes' CEL libraries.
+
+cel-expr-python (Google's cel-cpp, type-checked at compile time like kube-apiserver's cel-go)
+brings the standard library and the strings, optional and math extensions. Kubernetes adds
+libraries of its own; this module declares the parts operators use: lists (``isSorted``,
+``sum``, ``min``, ``max``; not ``indexOf``/``lastIndexOf`` on lists, whose names the strings
+extension holds), regex (``find``, ``findAll``),
+``isURL``, ``isIP``, ``isCIDR``, quantities (``quantity``, ``isQuantity``, ``compareTo``,
+``isLessThan``, ``isGreaterThan``, ``asInteger``, ``asApproximateFloat``, ``isInteger``,
+``sign``; a quantity is a one-key map here), and ``sets.contains``/``equivalent``/``intersects``.
+A rule calling anything else fails to compile, so its CRD is refused, never half-checked.
+
+cel-expr-python is an optional dependency (the ``testing`` extra): ``environment`` raises
+``CelUnavailable`` without it.
+"""
+
+from __future__ import annotations
+
+import decimal
+import ipaddress
+import itertools
+import re
+import threading
+import urllib.parse
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["CelUnavailable", "environment", "error_text"]
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_KEY = "__quantity__"
+_lock = threading.Lock()
+
+
+class CelUnavailable(RuntimeError):
+    """cel-expr-python is not installed."""
+
+
+def _parse_quantity(text: str) -> decimal.Decimal | None:
+    match = _QUANTITY.match(text)
+    if match is None:
+        return None
+    number, suffix = decimal.Decimal(match.group(1)), match.group(2) or ""
+    if suffix in _BINARY:
+        return number * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return number.scaleb(_DECIMAL[suffix])
+    return number.scaleb(int(suffix[1:]))
+
+
+def _quantity(text: str) -> dict[str, str]:
+    value = _parse_quantity(text)
+    if value is None:
+        raise ValueError(f"quantities must match the regular expression '{_QUANTITY.pattern}'")
+    return {_KEY: str(value)}
+
+
+def _q(value: dict[str, Any]) -> decimal.Decimal:
+    return decimal.Decimal(str(value[_KEY]))
+
+
+def _compare(a: dict[str, Any], b: dict[str, Any]) -> int:
+    return (_q(a) > _q(b)) - (_q(a) < _q(b))
+
+
+def _as_integer(value: dict[str, Any]) -> int:
+    number = _q(value)
+    if number != number.to_integral_value() or abs(number) >= 2**63:
+        raise ValueError("cannot convert value to integer")
+    return int(number)
+
+
+def _is_url(text: str) -> bool:
+    parsed = urllib.parse.urlsplit(text)
+    return bool(parsed.scheme) and (bool(parsed.netloc) or text.startswith("/"))
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return "%" not in text
+
+
+def _is_cidr(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return "/" in text
+
+
+def _find(text: str, pattern: str) -> str:
+    match = re.search(pattern, text)
+    return match.group(0) if match else ""
+
+
+def _declarations(cel: Any) -> list[Any]:
+    t = cel.Type
+    dyn_list, qty = t.List(t.DYN), t.Map(t.STRING, t.DYN)
+
+    def member(name: str, ret: Any, params: list[Any], impl: Callable[..., Any]) -> Any:
+        return cel.FunctionDecl(name, [cel.Overload(f"k8s_{name}", ret, params, True, impl)])
+
+    def call(name: str, ret: Any, params: list[Any], impl: Callable[..., Any]) -> Any:
+        overload = f"k8s_{name.replace('.', '_')}"
+        return cel.FunctionDecl(name, [cel.Overload(overload, ret, params, False, impl)])
+
+    return [
+        member(
+            "isSorted",
+            t.BOOL,
+            [dyn_list],
+            lambda xs: all(a <= b for a, b in itertools.pairwise(xs)),
+        ),
+        member("sum", t.DYN, [dyn_list], lambda xs: sum(xs)),
+        member("min", t.DYN, [dyn_list], min),
+        member("max", t.DYN, [dyn_list], max),
+        member("find", t.STRING, [t.STRING, t.STRING], _find),
+        member("findAll", t.List(t.STRING), [t.STRING, t.STRING], lambda s, p: re.findall(p, s)),
+        call("isURL", t.BOOL, [t.STRING], _is_url),
+        call("isIP", t.BOOL, [t.STRING], _is_ip),
+        call("isCIDR", t.BOOL, [t.STRING], _is_cidr),
+        call("isQuantity", t.BOOL, [t.STRING], lambda s: _parse_quantity(s) is not None),
+        call("quantity", qty, [t.STRING], _quantity),
+        member("compareTo", t.INT, [qty, qty], _compare),
+        member("isLessThan", t.BOOL, [qty, qty], lambda a, b: _compare(a, b) < 0),
+        member("isGreaterThan", t.BOOL, [qty, qty], lambda a, b: _compare(a, b) > 0),
+        member("asInteger", t.INT, [qty], _as_integer),
+        member("asApproximateFloat", t.DOUBLE, [qty], lambda q: float(_q(q))),
+        member("isInteger", t.BOOL, [qty], lambda q: _q(q) == _q(q).to_integral_value()),
+        member("sign", t.INT, [qty], lambda q: (_q(q) > 0) - (_q(q) < 0)),
+        call("sets.contains", t.BOOL, [dyn_list, dyn_list], lambda a, b: all(x in a for x in b)),
+        call(
+            "sets.equivalent",
+            t.BOOL,
+            [dyn_list, dyn_list],
+            lambda a, b: all(x in a for x in b) and all(x in b for x in a),
+        ),
+        call("sets.intersects", t.BOOL, [dyn_list, dyn_list], lambda a, b: any(x in a for x in b)),
+    ]
+
+
+@lru_cache(maxsize=8)
+def environment(self_type: str) -> Any:
+    """A compiled-rule environment where ``self``/``oldSelf`` have the type ``self_type``
+    (``dyn``, ``timestamp`` or ``duration``, as kube-apiserver types string formats), or,
+    for ``policy``, a ValidatingAdmissionPolicy's (``object``, ``oldObject``, ``request``,
+    ``params``, ``namespaceObject``, ``variables``)."""
+    try:
+        from cel_expr_python import cel
+        from cel_expr_python.ext import ext_math, ext_optional, ext_strings
+    except ImportError as exc:
+        raise CelUnavailable(
+            "the emulator evaluates x-kubernetes-validations with cel-expr-python: "
+            "pip install 'cloudcoil-sync[testing]'"
+        ) from exc
+    kinds = {"dyn": cel.Type.DYN, "timestamp": cel.Type.TIMESTAMP, "duration": cel.Type.DURATION}
+    if self_type == "policy":  # ValidatingAdmissionPolicy expressions
+        names = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
+        variables = {name: cel.Type.DYN for name in names}
+    else:
+        variables = {"self": kinds[self_type], "oldSelf": kinds[self_type]}
+    with _lock:
+        return cel.NewEnv(
+            variables=variables,
+            extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath()],
+            functions=_declarations(cel),
+        )
+
+
+_NO_KEY = re.compile(r'Key not found in map : "(.*)"')
+
+
+def error_text(error: str) -> str:
+    """An evaluation error as cel-go (kube-apiserver) words the common ones."""
+    error = error.removeprefix("NOT_FOUND: ").removeprefix("INVALID_ARGUMENT: ")
+    return _NO_KEY.sub(r"no such key: \1", error)

@@ -1,0 +1,184 @@
+"""CEL rules (x-kubernetes-validations) beyond the recorded cases: the Kubernetes library
+functions the emulator declares, transition rules, and CRDs refused without the CEL engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cloudcoil_sync.testing import Emulator
+from cloudcoil_sync.testing._internal import cel_rules
+from cloudcoil_sync.testing._internal.cel_library import CelUnavailable
+from cloudcoil_sync.testing._internal.cel_rules import compile_rules
+
+from .conftest import Client
+
+
+def _failures(rule: str, value: Any, old: Any = None, **node: Any) -> list[tuple[str, str, str]]:
+    schema = {
+        "type": "object",
+        "properties": {"v": {**node, "x-kubernetes-validations": [{"rule": rule}]}},
+    }
+    compiled = compile_rules(schema, "spec.validation.openAPIV3Schema")
+    assert compiled.errors == []
+    old_obj = None if old is None else {"v": old}
+    return compiled.evaluate(schema, {"v": value}, old_obj, "spec")
+
+
+@pytest.mark.parametrize(
+    ("rule", "value"),
+    [
+        ("quantity(self).isGreaterThan(quantity('500Mi'))", "1Gi"),
+        ("quantity(self).compareTo(quantity('1000m')) == 0", "1"),
+        ("quantity(self).asInteger() == 1500", "1.5k"),
+        ("isQuantity(self) && !isQuantity('1Gx')", "2e3"),
+        ("self.isSorted() && self.sum() == 6 && self.max() == 3 && self.min() == 1", [1, 2, 3]),
+        ("self.find('[0-9]+') == '42' && self.findAll('[a-z]') == ['a', 'b']", "a42b"),
+        ("isIP(self) && !isIP('10.0.0.256') && isCIDR('10.0.0.0/8')", "10.0.0.1"),
+        ("isURL(self) && !isURL('not a url')", "https://example.com/x"),
+        ("sets.contains(self, ['a']) && sets.intersects(self, ['z', 'b'])", ["a", "b"]),
+        ("sets.equivalent(self, ['b', 'a'])", ["a", "b"]),
+        ("self.lowerAscii().split('-') == ['a', 'b'] && self.charAt(0) == 'A'", "A-B"),
+        ("self.?b.orValue(0) == 0 && self.a == 1", {"a": 1}),
+    ],
+)
+def test_kubernetes_library_functions_hold(rule: str, value: Any) -> None:
+    assert _failures(rule, value) == []
+
+
+def test_a_failing_library_call_is_reported_at_its_field() -> None:
+    causes = _failures("quantity(self).isLessThan(quantity('1Gi'))", "2Gi")
+    assert causes == [
+        (
+            "FieldValueInvalid",
+            "spec.v",
+            "Invalid value: \"string\": failed rule: quantity(self).isLessThan(quantity('1Gi'))",
+        )
+    ]
+
+
+def test_transition_rules_run_only_on_updates_with_an_old_value() -> None:
+    rule = "self >= oldSelf"
+    assert _failures(rule, 1, type="integer") == []  # a create: no oldSelf
+    assert _failures(rule, 2, old=1, type="integer") == []
+    assert [c[1] for c in _failures(rule, 1, old=2, type="integer")] == ["spec.v"]
+
+
+def test_an_unknown_function_refuses_the_crd_at_compile_time() -> None:
+    schema = {"type": "object", "x-kubernetes-validations": [{"rule": "self.frobnicate()"}]}
+    errors = compile_rules(schema, "spec.validation.openAPIV3Schema").errors
+    assert [(r, f) for r, f, _ in errors] == [
+        ("FieldValueInvalid", "spec.validation.openAPIV3Schema.x-kubernetes-validations[0].rule")
+    ]
+    assert "compilation failed: ERROR: <input>:1:" in errors[0][2]
+
+
+def _crd(rule: str) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "x-kubernetes-validations": [{"rule": rule}],
+            }
+        },
+    }
+    version = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "celtests.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "celtests", "kind": "CelTest"},
+            "versions": [version],
+        },
+    }
+
+
+def test_without_the_cel_engine_a_crd_with_rules_is_refused(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unavailable(self_type: str) -> Any:
+        raise CelUnavailable("the emulator evaluates x-kubernetes-validations with cel-expr-python")
+
+    monkeypatch.setattr(cel_rules, "environment", unavailable)
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    response = client.post(path, _crd("self.size() > 0"))
+    assert response.status_code == 422
+    cause = response.json()["details"]["causes"][0]
+    assert cause["field"] == "spec.validation.openAPIV3Schema"
+    assert "cel-expr-python" in cause["message"]
+
+
+def test_a_rule_blocks_a_write_through_the_api(client: Client) -> None:
+    emulator: Emulator = client.emulator
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    assert client.post(path, _crd("!has(self.x) || self.x.startsWith('ok')")).status_code == 201
+    assert emulator.settle()
+    objects = "/apis/example.com/v1/namespaces/default/celtests"
+    body = {"apiVersion": "example.com/v1", "kind": "CelTest", "metadata": {"name": "a"}}
+    refused = client.post(objects, {**body, "spec": {"x": "no"}})
+    assert refused.status_code == 422
+    assert refused.json()["details"]["causes"][0]["field"] == "spec"
+    assert client.post(objects, {**body, "spec": {}}).status_code == 201
+
+
+POLICIES = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+BINDINGS = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
+
+
+def _policy(client: Client, name: str, expression: str, actions: list[str], **spec: Any) -> None:
+    rules = [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["configmaps"],
+        }
+    ]
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {"resourceRules": rules},
+            "validations": [{"expression": expression}],
+            **spec,
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": actions},
+    }
+    assert client.post(POLICIES, policy).status_code == 201
+    assert client.post(BINDINGS, binding).status_code == 201
+
+
+def _configmap(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+
+
+def test_a_policy_with_params_refuses_rather_than_passing_unchecked(client: Client) -> None:
+    kind = {"apiVersion": "v1", "kind": "ConfigMap"}
+    _policy(client, "with-params", "true", ["Deny"], paramKind=kind)
+    response = client.post("/api/v1/namespaces/default/configmaps", _configmap("a"))
+    assert response.status_code == 422
+    assert "paramKind/paramRef are not supported by the emulator" in response.json()["message"]
+
+
+def test_failure_policy_ignore_and_audit_only_let_writes_through(client: Client) -> None:
+    _policy(client, "broken", "object.data.missing == 'x'", ["Deny"], failurePolicy="Ignore")
+    _policy(client, "audit", "false", ["Audit"])
+    response = client.post("/api/v1/namespaces/default/configmaps", _configmap("b"))
+    assert response.status_code == 201
+    assert "Warning" not in response.headers
+    _policy(client, "strict", "object.data.missing == 'x'", ["Deny"])
+    refused = client.post("/api/v1/namespaces/default/configmaps", _configmap("c"))
+    assert refused.status_code == 422
+    assert "resulted in error: no such key: data" in refused.json()["message"]
