@@ -192,7 +192,9 @@ class Informer:
             self._state.wait_for(lambda: self._synced or self._finished, timeout)
             if self._synced:
                 return True
-        self._raise_failure()
+        failure = self.failure()
+        if failure is not None:
+            raise failure
         return False
 
     def wait_finished(self, timeout: float | None = None) -> bool:
@@ -210,16 +212,19 @@ class Informer:
 
     # -- the thread ------------------------------------------------------------------------
 
-    def _raise_failure(self) -> None:
+    def failure(self) -> InformerFailed | None:
+        """The fatal error that stopped the thread, with a hint (CRD? RBAC?); no wait."""
         error = self._error
         if error is None:
-            return
+            return None
         hint = ""
         if isinstance(error, APIError) and error.status_code == 404:
             hint = " (the API server does not serve this resource: is its CRD installed?)"
         elif isinstance(error, APIError) and error.status_code == 403:
             hint = " (RBAC denies list/watch: check the operator's Role or ClusterRole)"
-        raise InformerFailed(f"Informer {self.name} failed: {error}{hint}") from error
+        failed = InformerFailed(f"Informer {self.name} failed: {error}{hint}")
+        failed.__cause__ = error
+        return failed
 
     def _run(self) -> None:
         try:

@@ -428,11 +428,12 @@ class Manager:
                 f"Controller {runtime.name} did not sync within {limit:g}s (sync_timeout)"
             )
         try:
-            runtime.wait_synced(timeout=0)  # synced: starts its workers
+            runtime.wait_synced(timeout=0)  # synced: raises a failure it saw
         except BaseException as error:
             if error is self._fatal:
                 self._check_fatal()  # the same error, explained
             raise
+        runtime.start_workers()
         self._notify()
         return True
 

@@ -139,6 +139,12 @@ class WorkQueue(Generic[K]):
         with self._lock:
             return self._closed
 
+    def due(self, key: K) -> float | None:
+        """When the key's delayed add (retry or requeue) is due, on the queue's clock."""
+        with self._lock:
+            entry = self._delayed.get(key)
+            return None if entry is None else entry[0]
+
     def num_retries(self, key: K) -> int:
         """Consecutive `retry` calls for the key since its last `forget`."""
         with self._lock:
