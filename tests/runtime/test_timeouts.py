@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from waiting import wait_until
 
 from cloudcoil_sync.client import Config, WriteFenced
 from cloudcoil_sync.client._internal import fence as write_fence
@@ -231,3 +232,35 @@ def test_fence_causes_are_reported_as_what_they_are(
     text = harness.metrics.render().decode()
     assert 'cloudcoil_fenced_passes_total{cause="renew_deadline",controller="fenced"} 1.0' in text
     assert 'controller_runtime_reconcile_timeouts_total{controller="fenced"} 0.0' in text
+
+
+def test_an_idle_slow_pass_watchdog_sleeps_until_a_pass_starts(
+    kube_config: Config, harness: Harness
+) -> None:
+    records = Records()
+    logger = logging.getLogger("cloudcoil_sync.controller.idle-watchdog")
+    logger.addHandler(records)
+    release = threading.Event()
+    controller: Controller[ConfigMap] = Controller(ConfigMap, slow_pass_warning=0.2)
+
+    @controller.reconcile()
+    def maybe_stuck(cm: ConfigMap) -> None:
+        if cm.name == "slow":
+            release.wait(30)
+
+    try:
+        runtime = harness.run(controller, name="idle-watchdog")
+        api = kube_config.client(ConfigMap).raw
+        api.create({"metadata": {"name": "quick"}})
+        assert runtime.queue.join(10)
+        # Nothing running: the watchdog waits without a deadline (no timed wake) ...
+        assert wait_until(lambda: runtime.workers._watch_idle, timeout=10)
+        api.create({"metadata": {"name": "slow"}})
+        # ... and the pass that starts wakes it: logged at its threshold.
+        (warning,) = records.wait("has been running for")
+        assert "default/slow" in warning.getMessage()
+        release.set()
+        assert runtime.queue.join(10)
+    finally:
+        release.set()
+        logger.removeHandler(records)

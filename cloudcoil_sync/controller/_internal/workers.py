@@ -6,9 +6,10 @@ the queue (`settle`: the switch on the pass's `Outcome`, as controller-runtime's
 than `slow_pass_warning`.
 
 Passes in flight are noted in a plain dict (no lock: the pass path takes none without a
-reconcile_timeout), so the watchdog cannot be told of a new pass: for slow passes it looks
-every `slow_pass_warning / 2` seconds, and a slow pass is logged between 1 and 1.5 times
-that threshold after it started."""
+reconcile_timeout). The watchdog sleeps until the earliest threshold of the passes it
+knows; with none to wait for it sleeps without a timeout and says so (`_watch_idle`, set
+before it reads the dict), and the next pass to start wakes it (the only lock that pass
+takes). No timed wake: a slow pass is logged at its threshold."""
 
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ class Workers:
         self._slow = slow_pass_warning
         self._running: dict[threading.Thread, tuple[Any, float]] = {}  # passes in flight
         self._warned: set[tuple[threading.Thread, float]] = set()
+        self._watch_idle = False  # the watchdog waits for a pass to start (no deadline)
         self._metrics = metrics
         self._fence = fence  # the term's: parent of every pass's fence
         self._name = reconciler.name
@@ -164,6 +166,8 @@ class Workers:
                 if self._metrics is not None:
                     self._metrics.worker_started()
                 self._running[me] = (key, fence.started)
+                if self._watch_idle:
+                    self._wake_watchdog()
                 try:
                     with fenced(fence):
                         outcome = self._reconciler.reconcile(key, fence)
@@ -256,10 +260,18 @@ class Workers:
         """Abandon passes that outlive the timeout; log slow ones once."""
         with self._lock:
             while not self._stopping:
+                # Before reading the passes: one that starts from now on wakes the watchdog.
+                self._watch_idle = True
                 now = time.monotonic()
                 dues = [self._abandon_expired(now), self._warn_slow(now)]
                 due = min((d for d in dues if d is not None), default=None)
+                self._watch_idle = due is None
                 self._lock.wait(None if due is None else max(0.0, due - now))
+
+    def _wake_watchdog(self) -> None:
+        with self._lock:
+            self._watch_idle = False
+            self._lock.notify_all()
 
     def _abandon_expired(self, now: float) -> float | None:
         """Mark passes past the timeout and replace their threads; the next due time."""
@@ -298,12 +310,13 @@ class Workers:
             return None
         running = self._running.copy()  # atomic: the workers change it without a lock
         self._warned &= {(thread, started) for thread, (_, started) in running.items()}
-        next_check = now + self._slow / 2
+        next_check: float | None = None
         for thread, (key, started) in running.items():
             if (thread, started) in self._warned:
                 continue
             if now - started < self._slow:
-                next_check = min(next_check, started + self._slow)
+                due = started + self._slow
+                next_check = due if next_check is None else min(next_check, due)
                 continue
             self._warned.add((thread, started))
             frame = sys._current_frames().get(thread.ident or 0)
