@@ -97,13 +97,8 @@ class Registry(Generic[T]):
 
         return register
 
-    def stage(
-        self,
-        name: str | None = None,
-        *,
-        condition: str,
-        depends: object | tuple[object, ...] | None = None,
-    ) -> StageScope[T]:
+    def add_stage(self, name: str | None, condition: str, depends: object) -> StageScope[T]:
+        """`Controller.stage`: a new stage scope, in registration order."""
         self.check()
         scope: StageScope[T] = StageScope(self.check, name, condition, depends)
         self.stages.append(scope)
