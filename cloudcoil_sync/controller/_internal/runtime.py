@@ -30,7 +30,7 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.controller._internal import invalid as rejects
-from cloudcoil_sync.controller._internal.cache import CachedResources
+from cloudcoil_sync.controller._internal.cache import Caches
 from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.handling import PassHandler
 from cloudcoil_sync.controller._internal.informer import Informer
@@ -110,7 +110,7 @@ class ControllerRuntime:
         )
         self._client = config.client(kind)
         self._mapping = self._client.mapping
-        self._informers: dict[type[Resource], Informer] = {}
+        self.caches = Caches(config)  # what a pass reads: handed down, not the runtime
         self._all: list[Informer] = []
         self._shard = shard
         self.triggers = self._triggers()
@@ -175,7 +175,7 @@ class ControllerRuntime:
         marks = rejects.Marks(self._client, self.recorder, self.controller, where, self.log)
         handler = PassHandler(
             self.controller,
-            services=self,
+            services=self.caches,
             client=self._client,
             term=self.term,
             shard=self._shard,
@@ -226,7 +226,7 @@ class ControllerRuntime:
             resync_period=self.controller.resync_period,
             on_failure=self._fail,
         )
-        self._informers.setdefault(resource, informer)
+        self.caches.informers.setdefault(resource, informer)
         if informer not in self._all:
             self._all.append(informer)
         return informer
@@ -246,13 +246,10 @@ class ControllerRuntime:
             except Exception:
                 self.log.exception("The fatal-error callback of %s raised", self.name)
 
-    # PassServices
+    # AttachedRuntime (Controller.cached and friends)
 
     def informer_for(self, resource: type[Any]) -> Informer:
-        informer = self._informers.get(resource)
-        if informer is None:
-            raise ValueError(f"{resource.__name__} is not watched by this controller")
-        return informer
+        return self.caches.informer_for(resource)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -379,4 +376,4 @@ class ControllerRuntime:
         self.triggers.add(key)
 
     def cached(self, resource: type[Any], *, namespace: str | None = None) -> Any:
-        return CachedResources(resource, self.informer_for(resource), namespace=namespace)
+        return self.caches.cached(resource, namespace=namespace)
