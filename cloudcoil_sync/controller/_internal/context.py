@@ -24,8 +24,7 @@ from cloudcoil_sync.controller._internal.status import get_condition, set_condit
 from cloudcoil_sync.controller._internal.types import ResourceKey
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.client import Config
-    from cloudcoil_sync.client._internal.api import ResourceClient
+    from cloudcoil_sync.client import Config, ResourceClient
     from cloudcoil_sync.controller._internal.cache import CachedResources
     from cloudcoil_sync.controller._internal.informer import Informer
 

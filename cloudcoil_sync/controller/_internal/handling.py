@@ -27,7 +27,7 @@ from cloudcoil_sync.controller._internal.term import Term
 from cloudcoil_sync.controller._internal.types import ResourceKey, Result, Wait, interpret
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.client._internal.api import ResourceClient
+    from cloudcoil_sync.client import ResourceClient
     from cloudcoil_sync.controller._internal.definition import Controller
     from cloudcoil_sync.controller._internal.share import Share
 

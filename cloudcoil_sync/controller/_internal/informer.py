@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
-from cloudcoil_sync.client._internal.errors import APIError, Expired, WatchEventTooLarge, api_error
+from cloudcoil_sync.client import APIError, Expired, WatchEventTooLarge
+from cloudcoil_sync.client._internal.errors import api_error
 from cloudcoil_sync.controller._internal.listwatch import ClientListWatch, ListWatch, WatchStream
 from cloudcoil_sync.controller._internal.store import JSON, IndexFunc, Store, decode, object_key
 

@@ -29,9 +29,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from cloudcoil.resources import Resource
 
-from cloudcoil_sync.client._internal.api import ResourceClient
-from cloudcoil_sync.client._internal.errors import APIError, Conflict, TransportError
-from cloudcoil_sync.client._internal.fence import WriteFence, WriteFenced
+from cloudcoil_sync.client import APIError, Conflict, ResourceClient, TransportError, WriteFenced
+from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.invalid import InvalidObject, build
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.outcome import Outcome, PassFenced, PassTimedOut
@@ -50,9 +49,7 @@ __all__ = [
     "STALE_SNAPSHOT_DELAY",
     "Handler",
     "PassFence",
-    "PassFenced",
     "PassHooks",
-    "PassTimedOut",
     "Reconciler",
 ]
 

@@ -21,7 +21,8 @@ import traceback
 from typing import Any
 
 from cloudcoil_sync._internal.service import ExitCallback
-from cloudcoil_sync.client._internal.fence import WriteFence, fenced
+from cloudcoil_sync.client import fenced
+from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.budgets import WRITE_GRACE
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.outcome import Outcome
