@@ -14,7 +14,7 @@ from cloudcoil_sync.controller._internal.context import Request
 from cloudcoil_sync.controller._internal.runtime import ControllerRuntime
 from cloudcoil_sync.testing import Emulator
 
-from .conftest import Calls, Harness
+from .conftest import Calls, FakeClock, Harness
 
 
 def configmaps(kube: Emulator) -> dict[str, dict[str, Any]]:
@@ -137,19 +137,6 @@ def test_one_key_is_never_processed_by_two_workers(kube_config: Config, harness:
     assert runtime.queue.join(10)
     assert peak["key"] == 1
     assert peak["total"] > 1
-
-
-class FakeClock:
-    """Monotonic seconds that move only when the test says (the queue's backoff clock)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def test_failing_key_backs_off_while_other_keys_flow(

@@ -18,7 +18,7 @@ from cloudcoil_sync.controller import Context, Controller
 from cloudcoil_sync.controller._internal.term import Term
 from cloudcoil_sync.testing import Emulator
 
-from .conftest import Calls, Harness, Widget, conditions, create_widget
+from .conftest import Calls, FakeClock, Harness, Widget, conditions, create_widget
 
 LIMIT = 0.5
 
@@ -264,3 +264,32 @@ def test_an_idle_slow_pass_watchdog_sleeps_until_a_pass_starts(
     finally:
         release.set()
         logger.removeHandler(records)
+
+
+def test_reconcile_timeout_is_read_on_the_runtime_clock(
+    kube_config: Config, harness: Harness
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    controller: Controller[ConfigMap] = Controller(ConfigMap, reconcile_timeout=30, workers=2)
+
+    @controller.reconcile()
+    def hang_once(cm: ConfigMap) -> None:
+        if cm.name == "stuck" and not entered.is_set():
+            entered.set()
+            release.wait(30)
+
+    clock = FakeClock()
+    try:
+        runtime = harness.run(controller, name="clocked", clock=clock)
+        api = kube_config.client(ConfigMap).raw
+        api.create({"metadata": {"name": "stuck"}})
+        assert entered.wait(10)
+        api.create({"metadata": {"name": "before"}})
+        assert wait_until(lambda: runtime.status.successes >= 1, timeout=10)
+        assert runtime.workers.timed_out == 0  # 30 s have not passed on the runtime's clock
+        clock.advance(31)
+        api.create({"metadata": {"name": "after"}})  # a pass starts: the watchdog looks again
+        assert wait_until(lambda: runtime.workers.timed_out == 1, timeout=10)
+        assert runtime.status.cancellations == 1
+    finally:
+        release.set()

@@ -75,10 +75,10 @@ class PassFence(WriteFence):
     (abandoning) and the worker (finishing) settles the key.
     """
 
-    def __init__(self, key: Any, *, parent: WriteFence | None = None) -> None:
+    def __init__(self, key: Any, *, parent: WriteFence | None = None, started: float) -> None:
         super().__init__(reason=ABANDONED, parent=parent, cause="timeout")
         self.key = key
-        self.started = time.monotonic()
+        self.started = started  # on the workers' clock
         self.expired = False  # the watchdog closed it at reconcile_timeout
         self.abandoned = False
         self.finished = False

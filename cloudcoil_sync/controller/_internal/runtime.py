@@ -79,20 +79,20 @@ class ControllerRuntime:
         """Attach to `controller` and register informer handlers (no I/O, no threads).
 
         `name` is the metric/log name (default: the controller's name or its kind in lower
-        case); `on_fatal` is called once, from the failing thread, when an informer
-        dies. `base_delay`/`max_delay` tune the retry backoff. `term`
-        (shared by a Manager's runtimes) decides when passes may start and fences their
-        writes; without one the runtime has its own, closed by `stop()`. `shard` (a sharded
-        replica's) narrows the primary and owned informers to its share and answers drains.
-        `clock` (monotonic seconds) times the queue's backoff and delayed adds (tests).
+        case); `on_fatal` is called once, from the failing thread, when an informer dies.
+        `base_delay`/`max_delay` tune the retry backoff. `term` (shared by a Manager's
+        runtimes) decides when passes may start and fences their writes; without one the
+        runtime has its own, closed by `stop()`. `shard` (a sharded replica's) narrows the
+        primary and owned informers to its share and answers drains.
+        `clock` (monotonic seconds) times the queue's backoff and delayed adds and the
+        workers' reconcile_timeout and slow_pass_warning (tests).
         """
         if controller.runtime is not None:
             raise RuntimeError("Controller instances can only run once")
         controller.validate_definition(freeze=True)
         self.controller = controller
         self._config = config
-        kind = controller.resource
-        self.name = name or controller.name or kind.gvk().kind.lower()
+        self.name = name or controller.name or controller.resource.gvk().kind.lower()
         self.log = logging.getLogger(f"cloudcoil_sync.controller.{self.name}")
         self._on_fatal = on_fatal
         self._lock = threading.Lock()
@@ -108,7 +108,8 @@ class ControllerRuntime:
         self.queue: WorkQueue[ResourceKey] = WorkQueue(
             base_delay=base_delay, max_delay=max_delay, metrics=self._metrics.queue, clock=clock
         )
-        self._client = config.client(kind)
+        self._clock = clock
+        self._client = config.client(controller.resource)
         self._mapping = self._client.mapping
         self.caches = Caches(config)  # what a pass reads: handed down, not the runtime
         self._all: list[Informer] = []
@@ -200,6 +201,7 @@ class ControllerRuntime:
             slow_pass_warning=self.controller.slow_pass_warning,
             metrics=self._metrics,
             fence=self.term.fence,
+            clock=self._clock,
         )
         return reconciler, workers
 

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from cloudcoil_sync._internal.service import ExitCallback
@@ -47,7 +48,10 @@ class Workers:
         metrics: ControllerMetrics | None = None,
         fence: WriteFence | None = None,
         slow_pass_warning: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock` (monotonic seconds) times the passes against `reconcile_timeout` and
+        `slow_pass_warning`; a pass that starts wakes the watchdog to look again."""
         if workers < 1:
             raise ValueError("workers must be a positive integer")
         self._reconciler = reconciler
@@ -55,6 +59,7 @@ class Workers:
         self._workers = workers
         self._timeout = reconcile_timeout
         self._slow = slow_pass_warning
+        self._clock = clock
         self._running: dict[threading.Thread, tuple[Any, float]] = {}  # passes in flight
         self._warned: set[tuple[threading.Thread, float]] = set()
         self._watch_idle = False  # the watchdog waits for a pass to start (no deadline)
@@ -162,7 +167,7 @@ class Workers:
                     key = self._queue.get()
                 except QueueClosed:
                     return
-                fence = PassFence(key, parent=self._fence)
+                fence = PassFence(key, parent=self._fence, started=self._clock())
                 self._begin(me, fence)
                 if self._metrics is not None:
                     self._metrics.worker_started()
@@ -242,7 +247,7 @@ class Workers:
                     "A write of the abandoned pass of %s is still in flight", fence.key
                 )
             with fenced(self._fence):  # its report on the object: leader-scope writes
-                outcome = self._reconciler.abandon(fence.key, time.monotonic() - fence.started)
+                outcome = self._reconciler.abandon(fence.key, self._clock() - fence.started)
             self.settle(fence.key, outcome)
         finally:
             with self._lock:
@@ -263,7 +268,7 @@ class Workers:
             while not self._stopping:
                 # Before reading the passes: one that starts from now on wakes the watchdog.
                 self._watch_idle = True
-                now = time.monotonic()
+                now = self._clock()
                 dues = [self._abandon_expired(now), self._warn_slow(now)]
                 due = min((d for d in dues if d is not None), default=None)
                 self._watch_idle = due is None
