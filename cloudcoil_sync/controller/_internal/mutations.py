@@ -88,9 +88,7 @@ def ensure_finalizer(resource: R, key: str, *, config: Config | None = None) -> 
     """Add finalizer `key` if missing; refuses once deletion has started."""
 
     def add(live: R) -> None:
-        metadata = live.metadata
-        assert metadata is not None
-        finalizers = list(metadata.finalizers or [])
+        metadata, finalizers = _finalizers(live)
         if key in finalizers:
             return
         if metadata.deletion_timestamp:
@@ -104,11 +102,16 @@ def remove_finalizer(resource: R, key: str, *, config: Config | None = None) -> 
     """Remove finalizer `key` if present."""
 
     def remove(live: R) -> None:
-        metadata = live.metadata
-        assert metadata is not None
-        finalizers = list(metadata.finalizers or [])
+        metadata, finalizers = _finalizers(live)
         if key in finalizers:
             finalizers.remove(key)
             metadata.finalizers = finalizers or None
 
     return mutate(resource, remove, config=config)
+
+
+def _finalizers(live: Resource) -> tuple[Any, list[str]]:
+    """The object's metadata and a copy of its finalizers."""
+    metadata = live.metadata
+    assert metadata is not None
+    return metadata, list(metadata.finalizers or [])
