@@ -379,7 +379,7 @@ class Manager:
             else:  # warmed up while standing by: informers already started
                 self._require_term().watch(stop)
             term = self._require_term()
-            work.add(Passes(term, self._set.runtimes, lambda r: self._wait_synced(r, stop)))
+            work.add(Passes(term, self._set.runtimes, lambda r: self._start_when_synced(r, stop)))
             work.start()
             self._wait_stopped(stop, election)
             self._stopping = True
@@ -406,7 +406,7 @@ class Manager:
         assert self._term is not None
         return self._term
 
-    def _wait_synced(self, runtime: ControllerRuntime, stop: threading.Event) -> bool:
+    def _start_when_synced(self, runtime: ControllerRuntime, stop: threading.Event) -> bool:
         """Wait (woken by informer syncs, fatal errors and `stop()`) until the runtime's
         informers listed, within its sync_timeout; then its workers start."""
         limit = runtime.controller.sync_timeout
