@@ -18,19 +18,6 @@ from cloudcoil_sync.testing import Emulator
 from .widgets import Widget
 
 
-class FakeClock:
-    """Monotonic seconds that move only when the test says (the queue's backoff clock)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class Calls:
     """Thread-safe counts of handler calls, waited on with a timeout (no sleeps)."""
 

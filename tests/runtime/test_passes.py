@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from fake_clock import FakeClock
 from waiting import wait_until
 
 from cloudcoil_sync.client import Config
@@ -14,7 +15,7 @@ from cloudcoil_sync.controller._internal.context import Request
 from cloudcoil_sync.controller._internal.runtime import ControllerRuntime
 from cloudcoil_sync.testing import Emulator
 
-from .conftest import Calls, FakeClock, Harness
+from .conftest import Calls, Harness
 
 
 def configmaps(kube: Emulator) -> dict[str, dict[str, Any]]:
