@@ -116,3 +116,31 @@ def test_every_kind_of_import_is_an_edge(tmp_path: Path) -> None:
 )
 def test_layer_rules(importer: str, target: str, wrong: bool) -> None:
     assert layer_violations({importer: {target}}) == ([f"{importer} -> {target}"] if wrong else [])
+
+
+#: The `_internal` modules of other packages that the controller package may import: its
+#: named seams. Everything else it needs of the client is public (`cloudcoil_sync.client`).
+CONTROLLER_SEAMS = {
+    # WriteFence: the term's and each pass's fence, enforced by the client's transport.
+    "cloudcoil_sync.client._internal.fence",
+    # build/identify: a model from stored JSON, or a typed InvalidObject naming its fields.
+    "cloudcoil_sync.client._internal.invalid",
+    # api_error: a watch stream's ERROR event as the typed error of its status.
+    "cloudcoil_sync.client._internal.errors",
+    # The orjson codec the informer store shares with the client's responses.
+    "cloudcoil_sync.client._internal.codec",
+    # Controller.validate/mutate register admission routes scoped to the controller.
+    "cloudcoil_sync.admission._internal.routes",
+}
+
+
+def test_the_controller_reaches_other_internals_only_through_its_named_seams() -> None:
+    reached = {
+        target
+        for importer, targets in import_graph().items()
+        if package_of(importer) == "controller"
+        for target in targets
+        # cloudcoil_sync._internal is shared by every package by design (service, patches, ...)
+        if "._internal" in target and package_of(target) not in ("controller", "", "_internal")
+    }
+    assert reached <= CONTROLLER_SEAMS, sorted(reached - CONTROLLER_SEAMS)

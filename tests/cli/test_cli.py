@@ -1,4 +1,4 @@
-"""The click CLI: `manifests` flags, exit statuses, one-line errors, placeholders."""
+"""The click CLI: `manifests` flags, exit statuses, one-line errors."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import yaml
 from click.testing import CliRunner, Result
@@ -205,20 +204,6 @@ def test_help_lists_every_command() -> None:
 def test_run_accepts_log_options_and_checks_them() -> None:
     one_line_error(invoke(settings, "run", "--log-format", "xml"), 2, "--log-format")
     one_line_error(invoke(settings, "run", "--log-level", "loud"), 2, "--log-level")
-
-
-def test_placeholders_accept_their_documented_flags() -> None:
-    # Until their modules land, runtime commands parse their flags, then say so (exit 1).
-    for args in (
-        ["install", "--image", "i", "--timeout", "30", "--force", "--dry-run"],
-        ["uninstall", "--include-crds", "--timeout", "10"],
-        ["run", "--log-level", "debug", "--log-format", "json"],
-    ):
-        group = build_cli(settings)
-        command = group.get_command(click.Context(group), args[0])
-        assert command is not None
-        if command.callback is not None and command.callback.__name__ == "unavailable":
-            one_line_error(invoke(settings, *args), 1, "not available")
 
 
 def test_main_returns_after_success_and_exits_nonzero_on_error(

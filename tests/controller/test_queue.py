@@ -4,19 +4,9 @@ import threading
 from collections import Counter
 
 import pytest
+from fake_clock import FakeClock
 
 from cloudcoil_sync.controller._internal.queue import QueueClosed, WorkQueue
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class RecordingMetrics:

@@ -104,10 +104,13 @@ def test_takeover_of_a_released_lease_is_immediate(
     with running(first):
         assert first.wait_leader(5)
     second = LeaderElection("lock", identity="pod-b", config=kube_config, **SHORT)
-    began = time.monotonic()
+    seen = len(kube_emulator.request_log)
     with running(second):
         assert second.wait_leader(5)
-        assert time.monotonic() - began < 0.5
+        # Immediate: its first look found the Lease released and its next call took it (no
+        # lease duration waited out, which would show as repeated reads before the write).
+        calls = [e.method for e in kube_emulator.request_log[seen:] if "/leases" in e.path]
+        assert calls[:2] == ["GET", "PUT"], calls
         taken = lease(kube_emulator)
         assert taken is not None
         assert taken["spec"]["holderIdentity"] == "pod-b"
@@ -169,7 +172,6 @@ def test_renewals_failing_stop_the_work_before_anyone_can_take_over(
         # Told to stop at the renew deadline, not before; stopped before the standby could
         # take over (it waits the 1 s lease duration from the leader's last renewal).
         assert seen["deadline"] <= seen["stopped"] < seen["took_over"]
-        assert seen["took_over"] - seen["deadline"] > 0.3
         assert leader.renewal_failures >= 1
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from typing import Any
 
@@ -87,11 +86,12 @@ def test_forced_handoffs_never_overlap(replica_count: int) -> None:
     assert all(not replica.errors for replica in replicas)
     assert len({interval.replica for interval in recorder.intervals}) > 1
     for interval in faulted:
-        # Renewals failed: the work was told to stop at the renew deadline and returned
-        # long before the earliest takeover (deadline + lease - renew deadline).
+        # Renewals failed: the work was told to stop at the renew deadline, not before, and
+        # returned before the next leader began (the recorder saw no overlap above).
         assert interval.deadline_at_end is not None and interval.stop_signalled is not None
-        assert interval.stop_signalled <= interval.deadline_at_end + 0.39
-        assert interval.end < interval.deadline_at_end + 0.4
+        assert interval.deadline_at_end <= interval.stop_signalled <= interval.end
+        later = [i for i in recorder.intervals if i.start > interval.start]
+        assert all(interval.end <= i.start for i in later)
 
 
 def test_standby_never_runs_work_and_stop_releases_for_a_quick_handoff() -> None:
@@ -118,10 +118,14 @@ def test_standby_never_runs_work_and_stop_releases_for_a_quick_handoff() -> None
     assert not second.wait_leader(0.5)
     assert ran == ["a"] and not second.is_leader
     leading.clear()
-    handoff = time.monotonic()
+    calls = api_of(second).calls
+    seen = len(calls)
     stop_a.set()
     assert leading.wait(5)
-    assert time.monotonic() - handoff < 0.6  # released: no need to wait out the lease
+    # Released: b's next look found it free and its next call took it (waiting out the
+    # lease would show as a run of reads before the write).
+    verbs = [verb for verb, _ in calls[seen:]]
+    assert "replace" in verbs[:3] and verbs.count("get") <= 2, verbs
     assert ran == ["a", "b"]
     stop_b.set()
     thread_a.join(5)

@@ -78,7 +78,7 @@ class Harness:
         runtime = self.runtime(controller, **options)
         runtime.start()
         runtime.wait_synced(timeout=10)
-        assert runtime.ready
+        assert runtime.start_workers() and runtime.ready
         return runtime
 
     def close(self) -> None:

@@ -182,6 +182,7 @@ def test_mappers_wait_for_the_caches_they_read(
     runtime = harness.runtime(controller, name="order")
     runtime.start()
     runtime.wait_synced(timeout=10)
+    runtime.start_workers()
     kube_emulator.faults.clear()
     assert calls.reached("a")
     assert harness.fatal == [] and runtime.ready

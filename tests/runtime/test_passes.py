@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 import threading
-import time
 from typing import Any
 
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from fake_clock import FakeClock
 from waiting import wait_until
 
 from cloudcoil_sync.client import Config
@@ -145,39 +144,47 @@ def test_failing_key_backs_off_while_other_keys_flow(
     kube_emulator: Emulator, kube_config: Config, harness: Harness
 ) -> None:
     calls = Calls()
-    times: list[float] = []
     fixed = threading.Event()
     controller: Controller[ConfigMap] = Controller(ConfigMap)
 
     @controller.reconcile()
     def flaky(cm: ConfigMap) -> ConfigMap:
         if cm.name == "bad" and not fixed.is_set():
-            times.append(time.monotonic())
             calls.hit("bad")
             raise RuntimeError("backend unavailable")
         cm.data = {"managed": "yes"}
         return cm
 
-    runtime = harness.run(controller, name="flaky", base_delay=0.05, max_delay=1.0)
+    clock = FakeClock()
+    runtime = harness.run(controller, name="flaky", base_delay=0.05, max_delay=1.0, clock=clock)
     api = kube_config.client(ConfigMap).raw
+    bad = ResourceKey("bad", "default")
     api.create({"metadata": {"name": "bad"}})
-    assert calls.reached("bad", 4)
-    for i in range(5):
-        api.create({"metadata": {"name": f"good-{i}"}})
-    assert kube_emulator.wait_for(
-        lambda: managed(kube_emulator, *(f"good-{i}" for i in range(5))), timeout=10
-    )
-    assert runtime.queue.num_retries(ResourceKey("bad", "default")) >= 4
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    # Each retry waits at least its backoff, 0.05 → 0.1 → 0.2 s (less 10 % jitter): lower bounds
-    # only, since a loaded machine lengthens gaps but can never shorten them.
-    for i, gap in enumerate(gaps[:3]):
-        assert gap >= 0.05 * 2**i * 0.9, (i, gaps)
+    for attempt in range(4):
+        assert calls.reached("bad", attempt + 1)
+        assert wait_until(lambda: runtime.queue.due(bad) is not None, timeout=10)
+        due = runtime.queue.due(bad)
+        assert due is not None
+        # Each retry is scheduled at its backoff, 0.05 → 0.1 → 0.2 → 0.4 s (± 10 % jitter),
+        # read on the runtime's clock: no wall-clock gap is measured.
+        expected = 0.05 * 2**attempt
+        assert expected * 0.9 <= due - clock() <= expected * 1.1, (attempt, due - clock())
+        if attempt == 1:  # the clock stands still: the failing key waits, the others flow
+            for i in range(5):
+                api.create({"metadata": {"name": f"good-{i}"}})
+            assert kube_emulator.wait_for(
+                lambda: managed(kube_emulator, *(f"good-{i}" for i in range(5))), timeout=10
+            )
+            assert calls["bad"] == 2 and runtime.queue.due(bad) == due
+        clock.advance(due - clock())
+    assert calls.reached("bad", 5)
     fixed.set()
+    assert wait_until(lambda: runtime.queue.due(bad) is not None, timeout=10)
+    clock.advance(1.0)
     assert kube_emulator.wait_for(lambda: managed(kube_emulator, "bad"), timeout=10)
     assert runtime.queue.join(10)
-    assert runtime.queue.num_retries(ResourceKey("bad", "default")) == 0
-    assert runtime.status.errors >= 4
+    assert runtime.queue.num_retries(bad) == 0
+    assert runtime.status.errors >= 5
 
 
 def test_wait_and_requeue_after_schedule_passes_without_backoff(

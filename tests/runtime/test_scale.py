@@ -46,7 +46,7 @@ def test_seed_example_converges_a_thousand_configmaps(
     managed = COUNT - COUNT // 10
     assert kube_emulator.wait_for(lambda: converged() == managed, timeout=120)
     assert runtime.queue.join(30)
-    counts, _, writes = runtime.pass_runner.stats()
+    counts, _, writes = runtime.reconciler.stats()
     assert writes == managed  # the echo of each write is a no-op pass
     assert counts["error"] == 0
     unlabelled = kube_emulator.get_object("", "configmaps", "default", "cm-0")

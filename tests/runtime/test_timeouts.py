@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from fake_clock import FakeClock
+from waiting import wait_until
 
 from cloudcoil_sync.client import Config, WriteFenced
 from cloudcoil_sync.client._internal import fence as write_fence
@@ -231,3 +233,68 @@ def test_fence_causes_are_reported_as_what_they_are(
     text = harness.metrics.render().decode()
     assert 'cloudcoil_fenced_passes_total{cause="renew_deadline",controller="fenced"} 1.0' in text
     assert 'controller_runtime_reconcile_timeouts_total{controller="fenced"} 0.0' in text
+
+
+def test_an_idle_slow_pass_watchdog_sleeps_until_a_pass_starts(
+    kube_config: Config, harness: Harness
+) -> None:
+    records = Records()
+    logger = logging.getLogger("cloudcoil_sync.controller.idle-watchdog")
+    logger.addHandler(records)
+    release = threading.Event()
+    controller: Controller[ConfigMap] = Controller(ConfigMap, slow_pass_warning=0.2)
+
+    @controller.reconcile()
+    def maybe_stuck(cm: ConfigMap) -> None:
+        if cm.name == "slow":
+            release.wait(30)
+
+    try:
+        runtime = harness.run(controller, name="idle-watchdog")
+        api = kube_config.client(ConfigMap).raw
+        api.create({"metadata": {"name": "quick"}})
+        assert runtime.queue.join(10)
+        # Nothing running: the watchdog waits without a deadline (no timed wake) ...
+        assert wait_until(lambda: runtime.workers._watch_idle, timeout=10)
+        api.create({"metadata": {"name": "slow"}})
+        # ... and the pass that starts wakes it: logged at its threshold.
+        (warning,) = records.wait("has been running for")
+        assert "default/slow" in warning.getMessage()
+        release.set()
+        assert runtime.queue.join(10)
+    finally:
+        release.set()
+        logger.removeHandler(records)
+
+
+def test_reconcile_timeout_is_read_on_the_runtime_clock(
+    kube_config: Config, harness: Harness
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+    controller: Controller[ConfigMap] = Controller(ConfigMap, reconcile_timeout=30, workers=2)
+
+    @controller.reconcile()
+    def hang_once(cm: ConfigMap) -> None:
+        if cm.name == "stuck" and not entered.is_set():
+            entered.set()
+            release.wait(30)
+
+    clock = FakeClock()
+    try:
+        runtime = harness.run(controller, name="clocked", clock=clock)
+        api = kube_config.client(ConfigMap).raw
+        api.create({"metadata": {"name": "stuck"}})
+        assert entered.wait(10)
+        api.create({"metadata": {"name": "before"}})
+        # Its pass settled (only the stuck key is still held): the clock may move.
+        assert wait_until(
+            lambda: runtime.status.successes >= 1 and runtime.queue.processing == 1, timeout=10
+        )
+        assert runtime.workers.timed_out == 0  # 30 s have not passed on the runtime's clock
+        clock.advance(31)
+        api.create({"metadata": {"name": "after"}})  # a pass starts: the watchdog looks again
+        assert wait_until(lambda: runtime.workers.timed_out == 1, timeout=10)
+        # Counted by the releaser, once the pass's report is on the object.
+        assert wait_until(lambda: runtime.status.cancellations == 1, timeout=10)
+    finally:
+        release.set()

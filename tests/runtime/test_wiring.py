@@ -42,6 +42,7 @@ def test_controllers_share_informers_of_the_same_view(
         runtime.start()
     for runtime in (first, second, labelled):
         runtime.wait_synced(timeout=10)
+        runtime.start_workers()
     api = kube_config.client(ConfigMap).raw
     api.create({"metadata": {"name": "x"}})
     api.create({"metadata": {"name": "y", "labels": {"team": "a"}}})
@@ -176,7 +177,9 @@ def test_the_runtime_and_its_workers_follow_the_service_contract(
     assert isinstance(runtime, Service) and isinstance(runtime.workers, Service)
     assert runtime.healthy() and not runtime.workers.healthy()  # workers not started yet
     runtime.start()
-    assert runtime.wait_ready(10) and runtime.ready  # synced: its workers started
+    # Waiting has no side effect: synced, but its workers start only when asked.
+    assert not runtime.wait_ready(10) and runtime.synced and not runtime.workers.healthy()
+    assert runtime.start_workers() and runtime.wait_ready(0) and runtime.ready
     assert runtime.workers.healthy() and runtime.workers.wait_ready(0)
     kube_emulator.create_object(
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "q"}}

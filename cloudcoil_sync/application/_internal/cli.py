@@ -5,8 +5,7 @@
 lives in its own module, imported only when that command runs, so ``manifests`` never imports
 the runtime (no waitress, no sockets). A command module ``COMMAND_MODULES[name]`` provides
 ``command(app) -> click.Command``; it can reuse :func:`deployment_options` and
-:func:`manifest_options` for the flags it shares with ``manifests``. Until its module exists a
-command is a placeholder that accepts its documented flags and says it is unavailable.
+:func:`manifest_options` for the flags it shares with ``manifests``.
 
 Errors are one line on stderr (``Error: ...``), never a traceback for a user mistake:
 exit status 2 for bad flags and invocations (including a missing or unreadable CA), 1 for an
@@ -18,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import importlib.util
 import os
 import shlex
 import sys
@@ -394,24 +392,6 @@ def manifests_command(app: Operator) -> click.Command:
     return manifests
 
 
-def _placeholder(name: str) -> click.Command:
-    def unavailable(**_: Any) -> None:
-        raise click.ClickException(f"'{name}' is not available in this build of cloudcoil_sync")
-
-    if name == "run":
-        return click.command("run", help="Run the operator.")(run_options(unavailable))
-    command = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120)(
-        unavailable
-    )
-    if name == "install":
-        command = deployment_options(
-            click.option("--force", is_flag=True)(click.option("--dry-run", is_flag=True)(command))
-        )
-        return click.command("install", help="Apply the manifests to the cluster.")(command)
-    command = click.option("--include-crds", is_flag=True)(command)
-    return click.command("uninstall", help="Remove what install applied.")(command)
-
-
 class OperatorGroup(click.Group):
     """The command group of one Application; runtime commands load lazily."""
 
@@ -428,8 +408,6 @@ class OperatorGroup(click.Group):
         module_name = COMMAND_MODULES.get(cmd_name)
         if module_name is None:
             return None
-        if importlib.util.find_spec(module_name) is None:
-            return _placeholder(cmd_name)
         factory: Callable[[Operator], click.Command] = importlib.import_module(module_name).command
         return factory(self.app)
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cloudcoil_sync._internal.service import ServiceGroup, await_ready
 from cloudcoil_sync.application._internal.scope import warn_outside_scope
+from cloudcoil_sync.controller._internal import budgets
 from cloudcoil_sync.controller._internal.manager import Manager
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
 
@@ -47,8 +48,6 @@ __all__ = ["ATTACHED", "IDLE", "RunState", "RunnableApp", "run", "wait_ready"]
 log = logging.getLogger("cloudcoil_sync.application")
 
 _UNEXPECTED = "An operator component stopped unexpectedly"
-# Beyond the controllers' shutdown_timeout: informer stop, lifespan cleanup, Lease release.
-_MANAGER_STOP_MARGIN = 40.0
 #: Held while an application attaches its run state, and notified after (so that a
 #: `wait_ready` called before `run` wakes when the run begins).
 ATTACHED = threading.Condition()
@@ -208,7 +207,7 @@ class _Components:
                     self._add_webhook()
                 if self.manager is not None:
                     limit = max(c.shutdown_timeout for c in app.controllers)
-                    self.group.add(self.manager, stop_timeout=limit + _MANAGER_STOP_MARGIN)
+                    self.group.add(self.manager, stop_timeout=budgets.manager_stop(limit))
                     self._add_ring()
                 self.group.start()
                 if self.host is not None:
@@ -330,10 +329,10 @@ class _Components:
         registry = self.metrics.registry
         claimer = Claimer(sharding, self.config, kinds, election, registry)
         sharding.placer.attach(claimer.placing_view)  # the placing webhook, if served
-        self.group.add(claimer, stop_timeout=_MANAGER_STOP_MARGIN)
+        self.group.add(claimer, stop_timeout=budgets.MANAGER_STOP_MARGIN)
         metrics = CoordinatorMetrics(sharding.ring_name, registry)
         self.ring = RingElection(sharding, self.config, claimer, metrics)
-        self.group.add(self.ring, stop_timeout=_MANAGER_STOP_MARGIN)
+        self.group.add(self.ring, stop_timeout=budgets.MANAGER_STOP_MARGIN)
 
     def _wait(self) -> None:
         """Until stop, or until a component ends by itself (a failure): one event, both."""
@@ -353,7 +352,7 @@ class _Components:
             self.state.set(serving=None)
         manager = self.manager
         if manager is not None and manager.name in self.group.late:
-            limit = max(c.shutdown_timeout for c in self.app.controllers) + _MANAGER_STOP_MARGIN
+            limit = budgets.manager_stop(max(c.shutdown_timeout for c in self.app.controllers))
             errors.append(RuntimeError(f"The controller manager did not stop within {limit:g}s"))
         if self.ring is not None and self.ring.name in self.group.late:
             errors.append(RuntimeError("The ring coordinator did not stop in time"))

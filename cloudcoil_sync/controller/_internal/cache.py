@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync.controller._internal.informer import Informer, InformerFailed
 from cloudcoil_sync.controller._internal.invalid import READS, InvalidObject, build
 
-__all__ = ["CachedResources", "InformerNotSynced", "LabelSelector"]
+if TYPE_CHECKING:
+    from cloudcoil_sync.client import Config
+
+__all__ = ["CachedResources", "Caches", "InformerNotSynced", "LabelSelector"]
 
 U = TypeVar("U", bound=Resource)
 
@@ -150,3 +153,21 @@ class CachedResources(Generic[U]):
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str] | None:
     labels: Mapping[str, str] | None = (obj.get("metadata") or {}).get("labels")
     return labels
+
+
+class Caches:
+    """One controller's informers by kind, and its Config: what a pass reads
+    (`context.PassServices`), handed down to it instead of the runtime."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.informers: dict[type[Any], Informer] = {}
+
+    def informer_for(self, resource: type[Any]) -> Informer:
+        informer = self.informers.get(resource)
+        if informer is None:
+            raise ValueError(f"{resource.__name__} is not watched by this controller")
+        return informer
+
+    def cached(self, resource: type[Any], *, namespace: str | None = None) -> Any:
+        return CachedResources(resource, self.informer_for(resource), namespace=namespace)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.patches import json_diff
-from cloudcoil_sync.client._internal.errors import Conflict, NotFound
+from cloudcoil_sync.client import Conflict, NotFound
 from cloudcoil_sync.controller._internal.invalid import build
 from cloudcoil_sync.controller._internal.types import TerminalError
 

@@ -24,8 +24,7 @@ from cloudcoil_sync.controller._internal.status import get_condition, set_condit
 from cloudcoil_sync.controller._internal.types import ResourceKey
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.client import Config
-    from cloudcoil_sync.client._internal.api import ResourceClient
+    from cloudcoil_sync.client import Config, ResourceClient
     from cloudcoil_sync.controller._internal.cache import CachedResources
     from cloudcoil_sync.controller._internal.informer import Informer
 
@@ -91,10 +90,10 @@ class Request(Generic[T]):
         resource: T | None,
         services: PassServices,
         *,
-        source: bytes | None = None,
+        original: T | None = None,
     ) -> None:
-        """`source` is the JSON `resource` was parsed from (the untouched original is then
-        parsed from it only if needed); without it the original is a deep copy."""
+        """`original` is the untouched snapshot the pass started from (read only: the pass
+        diffs against it); without it the original is a deep copy of `resource`."""
         self.key = key
         self.report = PassReport()
         self.completed = False
@@ -103,10 +102,9 @@ class Request(Generic[T]):
         self._services = services
         self._object = resource
         # What the pass started from: status staged without a returned resource is applied
-        # to it, and condition transitions are judged against it.
-        self._source = source
-        self._original: T | None = None
-        if resource is not None and source is None:
+        # to a copy of it, and condition transitions are judged against it.
+        self._original: T | None = original
+        if resource is not None and original is None:
             self._original = resource.model_copy(deep=True)
         self._scratch: T | None = None
         self._staged = _Staged()
@@ -125,9 +123,7 @@ class Request(Generic[T]):
 
     @property
     def original(self) -> T | None:
-        """An untouched copy of the snapshot the pass started from."""
-        if self._original is None and self._source is not None and self._object is not None:
-            self._original = type(self._object).model_validate_json(self._source)
+        """The untouched snapshot the pass started from (do not modify it)."""
         return self._original
 
     @property

@@ -230,7 +230,7 @@ class Controller(Generic[T]):
         depends: object | tuple[object, ...] | None = None,
     ) -> StageScope[T]:
         """A stage establishing `condition`; decorate its handler or add cases to it."""
-        return self.registry.stage(name, condition=condition, depends=depends)
+        return self.registry.add_stage(name, condition, depends)
 
     def case(
         self, *, when: Callable[..., bool], after: object | tuple[object, ...] | None = None

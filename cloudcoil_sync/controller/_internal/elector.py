@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
-from cloudcoil_sync.client._internal.errors import ClientError, Forbidden
+from cloudcoil_sync.client import ClientError, Forbidden
 from cloudcoil_sync.controller._internal.lease import LeaseMachine
 from cloudcoil_sync.controller._internal.lease_problems import advice
 

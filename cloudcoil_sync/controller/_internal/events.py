@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from cloudcoil.resources import Resource
 
-from cloudcoil_sync.client._internal.errors import ClientError
+from cloudcoil_sync.client import ClientError
 from cloudcoil_sync.controller._internal.context import QueuedEvent
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from cloudcoil_sync.client._internal.errors import Conflict, NotFound
+from cloudcoil_sync.client import Conflict, NotFound
 from cloudcoil_sync.controller._internal.mutations import ensure_finalizer, remove_finalizer
 from cloudcoil_sync.controller._internal.types import Wait
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
-from cloudcoil_sync.client._internal.errors import APIError, Expired, WatchEventTooLarge, api_error
+from cloudcoil_sync.client import APIError, Expired, WatchEventTooLarge
+from cloudcoil_sync.client._internal.errors import api_error
 from cloudcoil_sync.controller._internal.listwatch import ClientListWatch, ListWatch, WatchStream
 from cloudcoil_sync.controller._internal.store import JSON, IndexFunc, Store, decode, object_key
 
@@ -192,7 +193,9 @@ class Informer:
             self._state.wait_for(lambda: self._synced or self._finished, timeout)
             if self._synced:
                 return True
-        self._raise_failure()
+        failure = self.failure()
+        if failure is not None:
+            raise failure
         return False
 
     def wait_finished(self, timeout: float | None = None) -> bool:
@@ -210,16 +213,19 @@ class Informer:
 
     # -- the thread ------------------------------------------------------------------------
 
-    def _raise_failure(self) -> None:
+    def failure(self) -> InformerFailed | None:
+        """The fatal error that stopped the thread, with a hint (CRD? RBAC?); no wait."""
         error = self._error
         if error is None:
-            return
+            return None
         hint = ""
         if isinstance(error, APIError) and error.status_code == 404:
             hint = " (the API server does not serve this resource: is its CRD installed?)"
         elif isinstance(error, APIError) and error.status_code == 403:
             hint = " (RBAC denies list/watch: check the operator's Role or ClusterRole)"
-        raise InformerFailed(f"Informer {self.name} failed: {error}{hint}") from error
+        failed = InformerFailed(f"Informer {self.name} failed: {error}{hint}")
+        failed.__cause__ = error
+        return failed
 
     def _run(self) -> None:
         try:

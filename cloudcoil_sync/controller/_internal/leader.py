@@ -59,8 +59,9 @@ from prometheus_client import CollectorRegistry
 from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup
 from cloudcoil_sync._internal.signals import main_slice
-from cloudcoil_sync.client._internal.config import Config
+from cloudcoil_sync.client import Config
 from cloudcoil_sync.client._internal.fence import WriteFence
+from cloudcoil_sync.controller._internal import budgets
 from cloudcoil_sync.controller._internal.elector import Elector, LeadershipLost
 from cloudcoil_sync.controller._internal.event_relay import relay
 from cloudcoil_sync.controller._internal.leader_gate import LeaderGate
@@ -367,7 +368,7 @@ class LeaderElection:
         if machine is None or elector is None:
             return True
         machine.stop(release=release)
-        wait = timeout if timeout is not None else 3 * self.http_timeout + 1
+        wait = timeout if timeout is not None else budgets.lease_release(self.http_timeout)
         stopped = elector.stop(wait)
         if not stopped:
             logger.warning("Lease thread for %s did not stop within %.1f s", self.name, wait)

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cloudcoil_sync.client._internal.errors import AlreadyExists, ClientError, Conflict, NotFound
+from cloudcoil_sync.client import AlreadyExists, ClientError, Conflict, NotFound
 from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.lease_problems import LeaseProblems
 from cloudcoil_sync.controller._internal.lease_record import (

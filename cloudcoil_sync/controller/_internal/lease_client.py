@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from cloudcoil_sync._compat.urllib3 import response_socket
-from cloudcoil_sync.client._internal.errors import NotFound, TransportError
+from cloudcoil_sync.client import NotFound, TransportError
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config

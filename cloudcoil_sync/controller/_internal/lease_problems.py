@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from cloudcoil_sync.client._internal.errors import APIError, TransportError
+from cloudcoil_sync.client import APIError, TransportError
 
 __all__ = ["LeaseProblems", "advice"]
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from cloudcoil_sync.client._internal.errors import APIError, ClientError
+from cloudcoil_sync.client import APIError, ClientError
 
 __all__ = ["LeaseAPI", "LeaseObserver", "holder", "is_fatal", "micro_time", "spec", "uid"]
 

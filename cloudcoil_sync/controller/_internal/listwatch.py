@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from cloudcoil_sync.client._internal.api import ResourceClient
-from cloudcoil_sync.client._internal.watch import Watch
+from cloudcoil_sync.client import ResourceClient, Watch
 from cloudcoil_sync.controller._internal.store import JSON
 
 __all__ = ["ClientListWatch", "ListWatch", "WatchStream"]

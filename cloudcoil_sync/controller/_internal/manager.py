@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup, await_ready
+from cloudcoil_sync.controller._internal import budgets
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.health import HealthServer
 from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
@@ -53,9 +54,6 @@ __all__ = ["Manager"]
 
 log = logging.getLogger("cloudcoil_sync.manager")
 
-# Extra time, beyond the controllers' shutdown_timeout, leader work may take to stop.
-_STOP_MARGIN = 20.0
-_POOL_STOP_TIMEOUT = 10.0
 
 LeaderLifespan = Callable[[], AbstractContextManager[Any]]
 
@@ -279,7 +277,7 @@ class Manager:
                 self.registry,
                 controllers_ready=lambda: self.ready,
             )
-            group.add(self.health, stop_timeout=5.0)
+            group.add(self.health, stop_timeout=budgets.HEALTH_STOP)
         election = self.leader_election
         if election is not None:
             if election.config is None:
@@ -289,7 +287,7 @@ class Manager:
             group.add(election, stop_timeout=None)  # bounds its own stop (Lease calls)
         longest = max(c.shutdown_timeout for c in self.controllers)
         self._gate = LeaderGate(self._term_body, election, wake=self._notify)
-        group.add(self._gate, stop_timeout=longest + _POOL_STOP_TIMEOUT + _STOP_MARGIN)
+        group.add(self._gate, stop_timeout=budgets.leader_work(longest))
         return group
 
     def _finish(self, group: ServiceGroup) -> None:
@@ -381,7 +379,7 @@ class Manager:
             else:  # warmed up while standing by: informers already started
                 self._require_term().watch(stop)
             term = self._require_term()
-            work.add(Passes(term, self._set.runtimes, lambda r: self._wait_synced(r, stop)))
+            work.add(Passes(term, self._set.runtimes, lambda r: self._start_when_synced(r, stop)))
             work.start()
             self._wait_stopped(stop, election)
             self._stopping = True
@@ -399,7 +397,7 @@ class Manager:
         """Build the term's runtimes (every informer handler registered) and its group."""
         self._term = term
         work = self._work = term.services(
-            self._set.runtimes, self._set.pools, informer_stop_timeout=_POOL_STOP_TIMEOUT
+            self._set.runtimes, self._set.pools, informer_stop_timeout=budgets.INFORMER_STOP
         )
         self._set.build(term)
         return work
@@ -408,7 +406,7 @@ class Manager:
         assert self._term is not None
         return self._term
 
-    def _wait_synced(self, runtime: ControllerRuntime, stop: threading.Event) -> bool:
+    def _start_when_synced(self, runtime: ControllerRuntime, stop: threading.Event) -> bool:
         """Wait (woken by informer syncs, fatal errors and `stop()`) until the runtime's
         informers listed, within its sync_timeout; then its workers start."""
         limit = runtime.controller.sync_timeout
@@ -428,11 +426,12 @@ class Manager:
                 f"Controller {runtime.name} did not sync within {limit:g}s (sync_timeout)"
             )
         try:
-            runtime.wait_synced(timeout=0)  # synced: starts its workers
+            runtime.wait_synced(timeout=0)  # synced: raises a failure it saw
         except BaseException as error:
             if error is self._fatal:
                 self._check_fatal()  # the same error, explained
             raise
+        runtime.start_workers()
         self._notify()
         return True
 

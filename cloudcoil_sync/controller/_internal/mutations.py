@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.patches import diff
-from cloudcoil_sync.client._internal.errors import Conflict
+from cloudcoil_sync.client import Conflict
 from cloudcoil_sync.controller._internal.persist import split_status
 from cloudcoil_sync.controller._internal.types import TerminalError
 
@@ -88,9 +88,7 @@ def ensure_finalizer(resource: R, key: str, *, config: Config | None = None) -> 
     """Add finalizer `key` if missing; refuses once deletion has started."""
 
     def add(live: R) -> None:
-        metadata = live.metadata
-        assert metadata is not None
-        finalizers = list(metadata.finalizers or [])
+        metadata, finalizers = _finalizers(live)
         if key in finalizers:
             return
         if metadata.deletion_timestamp:
@@ -104,11 +102,16 @@ def remove_finalizer(resource: R, key: str, *, config: Config | None = None) -> 
     """Remove finalizer `key` if present."""
 
     def remove(live: R) -> None:
-        metadata = live.metadata
-        assert metadata is not None
-        finalizers = list(metadata.finalizers or [])
+        metadata, finalizers = _finalizers(live)
         if key in finalizers:
             finalizers.remove(key)
             metadata.finalizers = finalizers or None
 
     return mutate(resource, remove, config=config)
+
+
+def _finalizers(live: Resource) -> tuple[Any, list[str]]:
+    """The object's metadata and a copy of its finalizers."""
+    metadata = live.metadata
+    assert metadata is not None
+    return metadata, list(metadata.finalizers or [])

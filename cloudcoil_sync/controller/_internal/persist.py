@@ -13,8 +13,7 @@ from typing import Any, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.patches import diff
-from cloudcoil_sync.client._internal.api import ResourceClient
-from cloudcoil_sync.client._internal.errors import Conflict, Invalid
+from cloudcoil_sync.client import Conflict, Invalid, ResourceClient
 
 __all__ = ["StaleWrite", "persist", "split_status", "status_only", "written_paths"]
 

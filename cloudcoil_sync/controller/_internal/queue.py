@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sized
 from typing import Generic, Protocol, TypeVar, overload
 
 __all__ = ["QueueClosed", "QueueMetrics", "WorkQueue"]
@@ -110,16 +110,12 @@ class WorkQueue(Generic[K]):
     @property
     def depth(self) -> int:
         """Ready keys waiting for a worker (not in flight, not delayed)."""
-        with self._lock:
-            self._release_due(self._clock())
-            return len(self._ready)
+        return self._count(self._ready)
 
     @property
     def pending(self) -> int:
         """Keys waiting for a pass: ready, or added again while in flight (`workqueue_depth`)."""
-        with self._lock:
-            self._release_due(self._clock())
-            return len(self._dirty)
+        return self._count(self._dirty)
 
     @property
     def processing(self) -> int:
@@ -130,14 +126,24 @@ class WorkQueue(Generic[K]):
     @property
     def delayed(self) -> int:
         """Keys with a pending retry or scheduled requeue."""
+        return self._count(self._delayed)
+
+    def _count(self, items: Sized) -> int:
+        """`len(items)` once the due delayed keys were released."""
         with self._lock:
             self._release_due(self._clock())
-            return len(self._delayed)
+            return len(items)
 
     @property
     def closed(self) -> bool:
         with self._lock:
             return self._closed
+
+    def due(self, key: K) -> float | None:
+        """When the key's delayed add (retry or requeue) is due, on the queue's clock."""
+        with self._lock:
+            entry = self._delayed.get(key)
+            return None if entry is None else entry[0]
 
     def num_retries(self, key: K) -> int:
         """Consecutive `retry` calls for the key since its last `forget`."""

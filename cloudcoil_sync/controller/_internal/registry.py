@@ -97,13 +97,8 @@ class Registry(Generic[T]):
 
         return register
 
-    def stage(
-        self,
-        name: str | None = None,
-        *,
-        condition: str,
-        depends: object | tuple[object, ...] | None = None,
-    ) -> StageScope[T]:
+    def add_stage(self, name: str | None, condition: str, depends: object) -> StageScope[T]:
+        """`Controller.stage`: a new stage scope, in registration order."""
         self.check()
         scope: StageScope[T] = StageScope(self.check, name, condition, depends)
         self.stages.append(scope)
@@ -174,11 +169,7 @@ class Registry(Generic[T]):
         for stage in order:
             report.action = stage.name
             try:
-                handler = stage.handler or stage.branches.select(request.object, request.context)
-                report.action = handler.name
-                returned = handler.call(request.object, request.context)
-                if isinstance(returned, Wait):
-                    raise returned
+                returned = _called(stage.handler, stage.branches, request)
                 if returned is not None:
                     raise TypeError("Stage handlers return None, or raise Wait")
             except Wait as wait:
@@ -194,11 +185,7 @@ class Registry(Generic[T]):
         report = request.report
         report.action = "Reconcile"
         try:
-            handler = self.handler or self.branches.select(request.object, request.context)
-            report.action = handler.name
-            returned = handler.call(request.object, request.context)
-            if isinstance(returned, Wait):
-                raise returned
+            returned = _called(self.handler, self.branches, request)
             if returned is not None and not isinstance(returned, self.resource | Result):
                 raise TypeError("Reconcile handlers return their resource, Result, or None")
         except Wait as wait:
@@ -218,3 +205,14 @@ class Registry(Generic[T]):
         ):
             return Result(resource=desired, requeue_after=self.every)
         return returned
+
+
+def _called(handler: Any, branches: Any, request: PassRequest) -> Any:
+    """Call the scope's handler (or the case its branches select) as the report's action;
+    a returned `Wait` is raised, as if the handler had raised it."""
+    chosen = handler or branches.select(request.object, request.context)
+    request.report.action = chosen.name
+    returned = chosen.call(request.object, request.context)
+    if isinstance(returned, Wait):
+        raise returned
+    return returned

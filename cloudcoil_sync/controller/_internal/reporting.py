@@ -74,18 +74,8 @@ class PassRequest(Protocol):
     def set_status(self, **changes: Any) -> None:
         """Stage validated status edits (kept even if the pass later fails)."""
 
-    def condition(
-        self,
-        condition: str,
-        status: ConditionStatus,
-        *,
-        reason: str,
-        message: str = "",
-        event: bool = False,
-        warning: bool = False,
-        action: str | None = None,
-    ) -> None:
-        """Stage a condition; with `event`, queue an Event when status or reason changed."""
+    def condition(self, *args: Any, **options: Any) -> None:
+        """Stage a condition: `context.Request.condition(condition, status, reason=...)`."""
 
     def record_event(
         self,

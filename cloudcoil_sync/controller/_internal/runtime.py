@@ -29,30 +29,20 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.service import ExitCallback
-from cloudcoil_sync.client._internal.fence import WriteFence, fenced
-from cloudcoil_sync.client._internal.fence import current as current_fence
 from cloudcoil_sync.controller._internal import invalid as rejects
-from cloudcoil_sync.controller._internal.cache import CachedResources
-from cloudcoil_sync.controller._internal.children import prune_children
-from cloudcoil_sync.controller._internal.context import Request
+from cloudcoil_sync.controller._internal.cache import Caches
 from cloudcoil_sync.controller._internal.events import recorder_for
-from cloudcoil_sync.controller._internal.finalizers import Step, finalizer_step
+from cloudcoil_sync.controller._internal.handling import PassHandler
 from cloudcoil_sync.controller._internal.informer import Informer
 from cloudcoil_sync.controller._internal.informer_pool import InformerPool
 from cloudcoil_sync.controller._internal.mapping import MappedEvents
 from cloudcoil_sync.controller._internal.metrics import ControllerStatus, OperatorMetrics
 from cloudcoil_sync.controller._internal.queue import WorkQueue
-from cloudcoil_sync.controller._internal.reporting import report_failure
-from cloudcoil_sync.controller._internal.store import decode
+from cloudcoil_sync.controller._internal.reconciler import Reconciler
 from cloudcoil_sync.controller._internal.term import Term
-from cloudcoil_sync.controller._internal.triggers import (
-    owner_keys,
-    primary_key,
-    status_only_change,
-)
-from cloudcoil_sync.controller._internal.types import ResourceKey, Result, Wait, interpret
-from cloudcoil_sync.controller._internal.worker import PassRunner, PassTimedOut
-from cloudcoil_sync.controller._internal.worker_pool import WorkerPool
+from cloudcoil_sync.controller._internal.triggers import Triggers
+from cloudcoil_sync.controller._internal.types import ResourceKey
+from cloudcoil_sync.controller._internal.workers import Workers
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -62,7 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["ControllerRuntime", "InformerPool", "SyncTimeout"]
 
 JSON = dict[str, Any]
-_LATE = "the reconcile pass outlived reconcile_timeout"
 
 
 class SyncTimeout(TimeoutError):
@@ -85,29 +74,30 @@ class ControllerRuntime:
         max_delay: float = 60.0,
         term: Term | None = None,
         shard: Share | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Attach to `controller` and register informer handlers (no I/O, no threads).
 
         `name` is the metric/log name (default: the controller's name or its kind in lower
-        case); `on_fatal` is called once, from the failing thread, when an informer
-        dies. `base_delay`/`max_delay` tune the retry backoff. `term`
-        (shared by a Manager's runtimes) decides when passes may start and fences their
-        writes; without one the runtime has its own, closed by `stop()`. `shard` (a sharded
-        replica's) narrows the primary and owned informers to its share and answers drains.
+        case); `on_fatal` is called once, from the failing thread, when an informer dies.
+        `base_delay`/`max_delay` tune the retry backoff. `term` (shared by a Manager's
+        runtimes) decides when passes may start and fences their writes; without one the
+        runtime has its own, closed by `stop()`. `shard` (a sharded replica's) narrows the
+        primary and owned informers to its share and answers drains.
+        `clock` (monotonic seconds) times the queue's backoff and delayed adds and the
+        workers' reconcile_timeout and slow_pass_warning (tests).
         """
         if controller.runtime is not None:
             raise RuntimeError("Controller instances can only run once")
         controller.validate_definition(freeze=True)
         self.controller = controller
         self._config = config
-        kind = controller.resource
-        self.name = name or controller.name or kind.gvk().kind.lower()
+        self.name = name or controller.name or controller.resource.gvk().kind.lower()
         self.log = logging.getLogger(f"cloudcoil_sync.controller.{self.name}")
         self._on_fatal = on_fatal
         self._lock = threading.Lock()
         self._fatal: BaseException | None = None
         self._started = self._running = self._stopping = self._stopped = False
-        self._passes: dict[ResourceKey, Request[Any]] = {}
         self._owns_term = term is None
         self.term = term if term is not None else Term()
         self._owns_pool = informers is None
@@ -116,18 +106,19 @@ class ControllerRuntime:
             self.name, workers=controller.workers
         )
         self.queue: WorkQueue[ResourceKey] = WorkQueue(
-            base_delay=base_delay, max_delay=max_delay, metrics=self._metrics.queue
+            base_delay=base_delay, max_delay=max_delay, metrics=self._metrics.queue, clock=clock
         )
-        self._client = config.client(kind)
+        self._clock = clock
+        self._client = config.client(controller.resource)
         self._mapping = self._client.mapping
-        self._informers: dict[type[Resource], Informer] = {}
+        self.caches = Caches(config)  # what a pass reads: handed down, not the runtime
         self._all: list[Informer] = []
         self._shard = shard
-        self._mapped = MappedEvents(self.log, self._add, self._metrics)
+        self.triggers = self._triggers()
+        self._mapped = MappedEvents(self.log, self.triggers.add, self._metrics)
         self.primary = self._wire_informers()
-        self._pruned = controller.pruned
         self.recorder = recorder_for(controller.events, controller.reporting_controller, config)
-        self.pass_runner, self.workers = self._pass_machinery()
+        self.reconciler, self.workers = self._pass_machinery()
         self._bind_metrics()
         controller.attach(self)
 
@@ -141,6 +132,17 @@ class ControllerRuntime:
             delayed=lambda: self.queue.delayed,
         )
 
+    def _triggers(self) -> Triggers:
+        """The informer handlers: events in, keys added to the queue."""
+        return Triggers(
+            self.queue,
+            group=self._mapping.group,
+            kind=self._mapping.kind,
+            namespaced=self._mapping.namespaced,
+            status_updates=self.controller.status_updates,
+            lookup=lambda key: self.primary.store.get(key.namespace, key.name),
+        )
+
     def _wire_informers(self) -> Informer:
         """Register the handlers that turn events into keys; the primary informer."""
         controller, shard = self.controller, self._shard
@@ -152,16 +154,15 @@ class ControllerRuntime:
         )
         if shard is not None:
             shard.count(primary)
+        triggers = self.triggers
         primary.add_handler(
-            on_add=self._on_primary, on_update=self._on_primary_update, on_delete=self._on_primary
+            on_add=triggers.primary, on_update=triggers.primary_update, on_delete=triggers.primary
         )
         scope = self.primary_scope
         for owned in controller.owned:
             child = self._informer(owned.resource, scope, narrow(None))
             child.add_handler(
-                on_add=self._on_child,
-                on_update=self._on_child,
-                on_delete=self._on_child,
+                on_add=triggers.child, on_update=triggers.child, on_delete=triggers.child
             )
         for watched in controller.watches:
             dependency = self._informer(watched.resource, scope, None)
@@ -169,30 +170,40 @@ class ControllerRuntime:
             dependency.add_handler(on_add=handler, on_update=handler, on_delete=handler)
         return primary
 
-    def _pass_machinery(self) -> tuple[PassRunner[Any], WorkerPool]:
-        """The pass runner (handlers, persistence, hooks) and the worker threads running it."""
+    def _pass_machinery(self) -> tuple[Reconciler[Any], Workers]:
+        """The reconciler (the definition's `PassHandler`, persistence) and its workers."""
         where = f"Controller {self.name}"
-        self._marks = rejects.Marks(self._client, self.recorder, self.controller, where, self.log)
-        runner: PassRunner[Any] = PassRunner(
+        marks = rejects.Marks(self._client, self.recorder, self.controller, where, self.log)
+        handler = PassHandler(
+            self.controller,
+            services=self.caches,
+            client=self._client,
+            term=self.term,
+            shard=self._shard,
+            recorder=self.recorder,
+            marks=marks,
+        )
+        store = self.primary.store
+        reconciler: Reconciler[Any] = Reconciler(
             self.controller.resource,
-            self._handle,
-            queue=self.queue,
-            lookup=lambda key: self.primary.store.get_json(key.namespace, key.name),
+            handler,
+            lookup=lambda key: store.get_json(key.namespace, key.name),
             client=lambda key: self._client,
             name=self.name,
             metrics=self._metrics,
-            hooks=self,
+            hooks=handler,
         )
-        workers = WorkerPool(
-            runner,
+        workers = Workers(
+            reconciler,
             self.queue,
             workers=self.controller.workers,
             reconcile_timeout=self.controller.reconcile_timeout,
             slow_pass_warning=self.controller.slow_pass_warning,
             metrics=self._metrics,
             fence=self.term.fence,
+            clock=self._clock,
         )
-        return runner, workers
+        return reconciler, workers
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -217,46 +228,19 @@ class ControllerRuntime:
             resync_period=self.controller.resync_period,
             on_failure=self._fail,
         )
-        self._informers.setdefault(resource, informer)
+        self.caches.informers.setdefault(resource, informer)
         if informer not in self._all:
             self._all.append(informer)
         return informer
 
-    # -- event → key --------------------------------------------------------------------------
-
-    def _add(self, key: ResourceKey) -> None:
-        if self._fatal is None:
-            self.queue.add(key)
-
-    def _on_primary(self, obj: JSON) -> None:
-        self._add(primary_key(obj))
-
-    def _on_primary_update(self, old: JSON, new: JSON) -> None:
-        if not self.controller.status_updates and status_only_change(old, new):
-            return
-        self._add(primary_key(new))
-
-    def _on_child(self, obj: JSON, new: JSON | None = None) -> None:
-        kind = self._mapping.kind
-        keys: set[ResourceKey] = set()
-        for child in (obj, new) if new is not None else (obj,):
-            keys.update(
-                owner_keys(
-                    child,
-                    group=self._mapping.group,
-                    kind=kind,
-                    namespaced=self._mapping.namespaced,
-                    lookup=lambda key: self.primary.store.get(key.namespace, key.name),
-                )
-            )
-        for key in keys:
-            self._add(key)
+    # -- failures -----------------------------------------------------------------------------
 
     def _fail(self, error: BaseException) -> None:
         with self._lock:
             if self._fatal is not None:
                 return
             self._fatal = error
+        self.triggers.close()
         self.log.error("Controller %s failed: %s", self.name, error)
         if self._on_fatal is not None:
             try:
@@ -264,108 +248,16 @@ class ControllerRuntime:
             except Exception:
                 self.log.exception("The fatal-error callback of %s raised", self.name)
 
-    # -- the pass -----------------------------------------------------------------------------
-
-    def _handle(self, key: ResourceKey, working: Resource | None) -> object:
-        self.term.check()  # the moment a pass starts: never after a stop or past the deadline
-        shard = self._shard
-        if shard is not None and working is not None and shard.release(self._client, working):
-            return None  # drained: the object's next shard reconciles it
-        if working is not None:
-            self._marks.reports.forget(self._mapping.kind, key.namespace, key.name)
-        request: Request[Any] = Request(key, working, self, source=self._source(key, working))
-        with self._lock:
-            self._passes[key] = request
-        limit = self.controller.reconcile_timeout
-        # Past reconcile_timeout the pass is abandoned: API writes from it are refused. A fence
-        # the worker set around the whole pass (closed when it abandons it) takes precedence.
-        guard = current_fence()
-        if guard is None and limit is not None:
-            guard = WriteFence(time.monotonic() + limit, reason=_LATE, cause="timeout")
-        with request.running(), fenced(guard):
-            value = self._run(request)  # a WriteFenced is told apart by the worker (its cause)
-        request.completed = True
-        return value
-
-    def _run(self, request: Request[Any]) -> object:
-        registry = self.controller.registry
-        finalizer = registry.finalizer if self.controller.reconciler is None else None
-        if (
-            finalizer is not None
-            and request.object is not None
-            and finalizer_step(request, finalizer) is Step.DONE
-        ):
-            return None
-        value = self.controller.run_pass(request)
-        waited = isinstance(value, Wait) or bool(request.report.pending)
-        desired, requeue_after = interpret(value)
-        if request.staged and request.original is not None:
-            base = desired if desired is not None else request.original
-            desired = request.apply_status(base)
-        if not waited and self._pruned and request.object is not None:
-            prune_children(request, self._pruned)
-        if desired is None and requeue_after is None:
-            return None
-        return Result(requeue_after=requeue_after, resource=desired)
-
-    def _source(self, key: ResourceKey, working: Resource | None) -> bytes | None:
-        """The cached JSON `working` was parsed from, if the cache still holds that version."""
-        if working is None or not working.resource_version:
-            return None
-        data = self.primary.store.get_json(key.namespace, key.name)
-        marker = f'"resourceVersion":"{working.resource_version}"'.encode()
-        return data if data is not None and marker in data else None
-
-    # PassHooks
-
-    def failed(
-        self, key: ResourceKey, snapshot: Resource | None, error: BaseException
-    ) -> Resource | None:
-        """The failure status to write: staged status plus the failed stage and Ready."""
-        with self._lock:
-            request = self._passes.get(key)
-        if request is None or snapshot is None:
-            return None
-        if request.completed and not isinstance(error, PassTimedOut):
-            return None  # the handler finished; its write failed and will be retried
-        report_failure(request, error)
-        if not request.staged:
-            return None
-        applied: Resource | None = request.apply_status(snapshot.model_copy(deep=True))
-        return applied
-
-    def invalid(self, key: ResourceKey, data: bytes, error: rejects.InvalidObject) -> None:
-        self.term.check()  # as any pass: not once stopping or fenced
-        self._marks.invalid(decode(data), error)
-
-    def abandoned(self, key: ResourceKey, data: bytes | None, seconds: float) -> None:
-        if data is not None:
-            self._marks.timed_out(decode(data), self.controller.reconcile_timeout or seconds)
-
-    def settled(self, key: ResourceKey, succeeded: bool) -> None:
-        """Flush the pass's queued Events within `event_flush_timeout`."""
-        with self._lock:
-            request = self._passes.pop(key, None)
-        if request is None or not request.events or self.recorder is None:
-            return
-        regarding = request.object if request.object is not None else request.original
-        if regarding is not None:
-            self.recorder.flush(
-                regarding, request.events, timeout=self.controller.event_flush_timeout, key=key
-            )
-
-    # PassServices
+    # AttachedRuntime (Controller.cached and friends)
 
     def informer_for(self, resource: type[Any]) -> Informer:
-        informer = self._informers.get(resource)
-        if informer is None:
-            raise ValueError(f"{resource.__name__} is not watched by this controller")
-        return informer
+        return self.caches.informer_for(resource)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self, on_exit: ExitCallback | None = None, *, wait: bool = False) -> None:
-        """Start the informers (pooled too); `wait`: also `wait_synced()`. Failures: `on_fatal`."""
+        """Start the informers (pooled too); `wait`: also `wait_synced()`, then
+        `start_workers()` (a runtime on its own). Failures: `on_fatal`."""
         with self._lock:
             if self._started:
                 raise RuntimeError(f"Controller {self.name} was already started")
@@ -373,12 +265,13 @@ class ControllerRuntime:
         self._pool.start()
         if wait:
             self.wait_synced()
+            self.start_workers()
 
     def wait_synced(self, timeout: float | None = None) -> None:
-        """Block until every informer listed (default `sync_timeout`), then start workers.
+        """Block until every informer listed (default `sync_timeout`); nothing else.
 
-        Raises `SyncTimeout`, `InformerFailed` or the fatal error; returns without starting
-        workers if `stop()` was called meanwhile.
+        Raises `SyncTimeout`, `InformerFailed` or the fatal error; returns early, without
+        error, if `stop()` was called meanwhile.
         """
         if not self._started:
             raise RuntimeError("start() the controller before waiting for it")
@@ -389,23 +282,31 @@ class ControllerRuntime:
                 if self._fatal is not None:
                     raise self._fatal
                 if self._stopping:
-                    return  # stopped while waiting: nothing to start
+                    return  # stopped while waiting
                 raise SyncTimeout(
                     f"Controller {self.name}: informer {informer.name} did not sync within "
                     f"{limit:g}s (sync_timeout)"
                 )
         if self._fatal is not None:
             raise self._fatal
+
+    def start_workers(self) -> bool:
+        """Once synced: run the watch mappers and start the workers (once; not once
+        stopping). Whether the workers run."""
+        if not self.synced:
+            raise RuntimeError(f"Controller {self.name}: start_workers() before its caches synced")
         with self._lock:
             if self._running or self._stopping:
-                return
+                return self._running and not self._stopping
             self._running = True
         self._mapped.open()  # every cache a mapper may read has listed
         self.workers.start()
         self.log.info("Controller %s is ready", self.name)
+        return True
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """`wait_synced` (which starts the workers); False instead of `SyncTimeout`."""
+        """Wait for the informers' first list (False instead of `SyncTimeout`); ready once
+        the owner also started the workers. Starts nothing."""
         with contextlib.suppress(SyncTimeout):  # not ready: False, as the contract says
             self.wait_synced(timeout)
         return self.ready
@@ -429,7 +330,7 @@ class ControllerRuntime:
 
     @property
     def status(self) -> ControllerStatus:
-        counts, seconds, _ = self.pass_runner.stats()
+        counts, seconds, _ = self.reconciler.stats()
         return ControllerStatus(
             ready=self.ready,
             queued=self.queue.depth,
@@ -474,7 +375,7 @@ class ControllerRuntime:
     # -- attach API ---------------------------------------------------------------------------
 
     def enqueue(self, key: ResourceKey) -> None:
-        self._add(key)
+        self.triggers.add(key)
 
     def cached(self, resource: type[Any], *, namespace: str | None = None) -> Any:
-        return CachedResources(resource, self.informer_for(resource), namespace=namespace)
+        return self.caches.cached(resource, namespace=namespace)

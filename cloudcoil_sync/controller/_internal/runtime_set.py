@@ -103,9 +103,8 @@ class RuntimeSet:
         if informer is None:
             return error
         if not informer.synced:
-            try:
-                informer.wait_synced(0)  # raises InformerFailed, with the hint
-            except BaseException as explained:
+            explained = informer.failure()  # with the hint (CRD installed? RBAC?)
+            if explained is not None:
                 return explained
         failed = InformerFailed(f"Informer {informer.name} failed: {error}")
         failed.__cause__ = error

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from cloudcoil.resources import Resource
 
-    from cloudcoil_sync.client._internal.api import ResourceClient
+    from cloudcoil_sync.client import ResourceClient
     from cloudcoil_sync.controller._internal.informer import Informer
 
 __all__ = ["Share"]

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup
 from cloudcoil_sync.client._internal.fence import WriteFence
+from cloudcoil_sync.controller._internal.budgets import WRITE_GRACE
 
 if TYPE_CHECKING:
     from cloudcoil_sync.controller._internal.informer_pool import InformerPool
@@ -39,10 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["WRITE_GRACE", "Informers", "PassRefused", "Passes", "Term", "TermRuntime"]
 
 log = logging.getLogger("cloudcoil_sync.manager")
-
-# How long a write already on the wire may take to be answered once the fence closes (the
-# client's default read timeout); past it the Lease is left to expire, not released.
-WRITE_GRACE = 30.0
 
 
 class _Queue(Protocol):

@@ -6,18 +6,22 @@
 - Owned children trigger their controller-owner: the ownerReference with
   `controller: true` whose kind and API group are the primary's and whose UID is the UID
   of the cached primary of that name.
-- Mapped dependencies trigger whatever the mapper returns for a copy of the object.
+- Mapped dependencies trigger whatever the mapper returns for a copy of the object
+  (`mapping.MappedEvents`, which adds through `Triggers.add`).
+
+`Triggers` holds one controller's informer handlers: an event goes from the informer's
+thread through here straight into the queue (until `close`, after a fatal error).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from cloudcoil_sync.controller._internal.types import ResourceKey
 
-__all__ = ["mapped_keys", "owner_keys", "primary_key", "status_only_change"]
+__all__ = ["Triggers", "mapped_keys", "owner_keys", "primary_key", "status_only_change"]
 
 JSON = Mapping[str, Any]
 _VOLATILE_METADATA = ("resourceVersion", "managedFields")
@@ -90,3 +94,59 @@ def mapped_keys(
                 f"Watch mapper {name} must return ResourceKey values, got {type(key).__name__}"
             )
     return keys
+
+
+class _Queue(Protocol):
+    def add(self, key: ResourceKey) -> None: ...
+
+
+class Triggers:
+    """One controller's informer handlers: events in, keys added to `queue`."""
+
+    def __init__(
+        self,
+        queue: _Queue,
+        *,
+        group: str,
+        kind: str,
+        namespaced: bool,
+        status_updates: bool,
+        lookup: Callable[[ResourceKey], JSON | None],
+    ) -> None:
+        """`lookup` reads the cached primary of a key (an owner must be one, by UID)."""
+        self._queue = queue
+        self._group, self._kind, self._namespaced = group, kind, namespaced
+        self._status_updates = status_updates
+        self._lookup = lookup
+        self._closed = False
+
+    def close(self) -> None:
+        """Add no more keys (the controller failed)."""
+        self._closed = True
+
+    def add(self, key: ResourceKey) -> None:
+        if not self._closed:
+            self._queue.add(key)
+
+    def primary(self, obj: JSON) -> None:
+        self.add(primary_key(obj))
+
+    def primary_update(self, old: JSON, new: JSON) -> None:
+        if not self._status_updates and status_only_change(old, new):
+            return
+        self.add(primary_key(new))
+
+    def child(self, obj: JSON, new: JSON | None = None) -> None:
+        keys: set[ResourceKey] = set()
+        for child in (obj, new) if new is not None else (obj,):
+            keys.update(
+                owner_keys(
+                    child,
+                    group=self._group,
+                    kind=self._kind,
+                    namespaced=self._namespaced,
+                    lookup=self._lookup,
+                )
+            )
+        for key in keys:
+            self.add(key)

@@ -19,16 +19,16 @@ from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller._internal.informer import ClientListWatch, Informer
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
 from cloudcoil_sync.controller._internal.queue import WorkQueue
+from cloudcoil_sync.controller._internal.reconciler import STALE_SNAPSHOT_DELAY, Reconciler
 from cloudcoil_sync.controller._internal.status import set_condition, update_status
 from cloudcoil_sync.controller._internal.types import ResourceKey, Result, TerminalError, Wait
-from cloudcoil_sync.controller._internal.worker import PassRunner
-from cloudcoil_sync.controller._internal.worker_pool import WorkerPool
+from cloudcoil_sync.controller._internal.workers import Workers
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.testing import Emulator
 
 
 class Loop:
-    """A minimal controller runtime around one kind, for tests of the worker pass."""
+    """A minimal controller runtime around one kind, for tests of the reconciler's pass."""
 
     def __init__(
         self,
@@ -55,23 +55,22 @@ class Loop:
             on_add=enqueue, on_update=lambda old, new: enqueue(new), on_delete=enqueue
         )
 
-        def counted(key: ResourceKey, obj: Any) -> object:
+        def counted(key: ResourceKey, obj: Any, snapshot: Any) -> object:
             with self.lock:
                 self.calls[key.name] += 1
                 self.lock.notify_all()
             return handler(key, obj)
 
-        self.runner = PassRunner(
+        self.runner = Reconciler(
             kind,
             counted,
-            queue=self.queue,
             lookup=lambda key: self.informer.store.get_json(key.namespace, key.name),
             client=lambda key: config.client(kind, namespace=key.namespace),
             name="test",
             metrics=controller,
             hooks=hooks,
         )
-        self.pool = WorkerPool(
+        self.pool = Workers(
             self.runner,
             self.queue,
             workers=workers,
@@ -522,28 +521,27 @@ def test_a_snapshot_older_than_our_write_is_not_reconciled_again(
     created = api.create({"metadata": {"name": "echo"}})
     stale = created  # what a lagging informer would still hold after our write
     calls: list[str] = []
-    queue: WorkQueue[ResourceKey] = WorkQueue()
 
-    def handler(key: ResourceKey, cm: ConfigMap | None) -> ConfigMap | None:
+    def handler(key: ResourceKey, cm: ConfigMap | None, _: Any) -> ConfigMap | None:
         calls.append(key.name)
         return mark_managed(key, cm)
 
-    runner = PassRunner(
+    runner = Reconciler(
         ConfigMap,
         handler,
-        queue=queue,
         lookup=lambda key: stale,
         client=lambda key: kube_config.client(ConfigMap, namespace=key.namespace),
         name="echo",
     )
     key = ResourceKey("echo", "default")
-    assert runner.process(key).wrote
+    assert runner.reconcile(key).wrote
     # The informer has not seen our write yet: no handler call, a look again later.
-    assert runner.process(key).result == "skipped"
-    assert calls == ["echo"] and queue.delayed == 1
+    skipped = runner.reconcile(key)
+    assert skipped.kind == "stale" and skipped.requeue_after == STALE_SNAPSHOT_DELAY
+    assert calls == ["echo"]
     # Once it has (a newer version), passes run normally.
     stale = api.get("echo")
-    assert runner.process(key).result == "success"
+    assert runner.reconcile(key).kind == "success"
     assert calls == ["echo", "echo"]
     # A write the server found to be a no-op (same resourceVersion) defers nothing.
     snapshot = ConfigMap.model_validate(stale)
@@ -552,13 +550,15 @@ def test_a_snapshot_older_than_our_write_is_not_reconciled_again(
     )
     assert not runner._is_stale(key, snapshot)
     # Deferral is bounded: after the patience, a stale snapshot is reconciled (and refused).
-    monkeypatch.setattr("cloudcoil_sync.controller._internal.worker.STALE_SNAPSHOT_PATIENCE", 0.0)
+    monkeypatch.setattr(
+        "cloudcoil_sync.controller._internal.reconciler.STALE_SNAPSHOT_PATIENCE", 0.0
+    )
     stale = created
     runner._remember_write(
         key, ConfigMap.model_validate(created), {"metadata": {"resourceVersion": "new"}}
     )
-    outcome = runner.process(key)
-    assert outcome.result == "error" and "422" in str(outcome.error)
+    outcome = runner.reconcile(key)
+    assert outcome.kind == "error" and "422" in str(outcome.error)
 
 
 def test_stuck_threads_are_bounded(kube_config: Config, loops: list[Loop]) -> None:

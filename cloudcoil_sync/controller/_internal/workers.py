@@ -1,12 +1,15 @@
-"""`WorkerPool`: the worker threads of one controller, and the watchdog that abandons a
-pass outliving `reconcile_timeout` (its fence closed, its key released, its thread
-replaced; see `worker` for what a pass does) and logs, once, with its stack, a pass running
-longer than `slow_pass_warning`.
+"""`Workers`: the worker threads of one controller, the one place that settles a key with
+the queue (`settle`: the switch on the pass's `Outcome`, as controller-runtime's
+`reconcileHandler`), and the watchdog that abandons a pass outliving `reconcile_timeout`
+(its `PassFence` closed, its key settled by a releaser thread, its thread replaced; see
+`reconciler` for what a pass does) and logs, once, with its stack, a pass running longer
+than `slow_pass_warning`.
 
 Passes in flight are noted in a plain dict (no lock: the pass path takes none without a
-reconcile_timeout), so the watchdog cannot be told of a new pass: for slow passes it looks
-every `slow_pass_warning / 2` seconds, and a slow pass is logged between 1 and 1.5 times
-that threshold after it started."""
+reconcile_timeout). The watchdog sleeps until the earliest threshold of the passes it
+knows; with none to wait for it sleeps without a timeout and says so (`_watch_idle`, set
+before it reads the dict), and the next pass to start wakes it (the only lock that pass
+takes). No timed wake: a slow pass is logged at its threshold."""
 
 from __future__ import annotations
 
@@ -15,29 +18,29 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from cloudcoil_sync._internal.service import ExitCallback
-from cloudcoil_sync.client._internal.fence import WriteFence, fenced
+from cloudcoil_sync.client import fenced
+from cloudcoil_sync.client._internal.fence import WriteFence
+from cloudcoil_sync.controller._internal.budgets import WRITE_GRACE
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
+from cloudcoil_sync.controller._internal.outcome import Outcome
 from cloudcoil_sync.controller._internal.queue import QueueClosed, WorkQueue
+from cloudcoil_sync.controller._internal.reconciler import PassFence, Reconciler
 from cloudcoil_sync.controller._internal.types import ResourceKey
-from cloudcoil_sync.controller._internal.worker import (
-    ABANDONED,
-    WRITE_GRACE,
-    PassDeadline,
-    PassRunner,
-)
 
-__all__ = ["WorkerPool"]
+__all__ = ["Workers"]
 
 
-class WorkerPool:
-    """`workers` threads taking keys from `queue` and running `runner.process`."""
+class Workers:
+    """`workers` threads taking keys from `queue`, running `reconciler.reconcile` and
+    settling each key from its outcome."""
 
     def __init__(
         self,
-        runner: PassRunner[Any],
+        reconciler: Reconciler[Any],
         queue: WorkQueue[ResourceKey],
         *,
         workers: int,
@@ -45,22 +48,27 @@ class WorkerPool:
         metrics: ControllerMetrics | None = None,
         fence: WriteFence | None = None,
         slow_pass_warning: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock` (monotonic seconds) times the passes against `reconcile_timeout` and
+        `slow_pass_warning`; a pass that starts wakes the watchdog to look again."""
         if workers < 1:
             raise ValueError("workers must be a positive integer")
-        self._runner = runner
+        self._reconciler = reconciler
         self._queue = queue
         self._workers = workers
         self._timeout = reconcile_timeout
         self._slow = slow_pass_warning
+        self._clock = clock
         self._running: dict[threading.Thread, tuple[Any, float]] = {}  # passes in flight
         self._warned: set[tuple[threading.Thread, float]] = set()
+        self._watch_idle = False  # the watchdog waits for a pass to start (no deadline)
         self._metrics = metrics
         self._fence = fence  # the term's: parent of every pass's fence
-        self._name = runner.name
+        self._name = reconciler.name
         self._lock = threading.Condition()
         self._threads: set[threading.Thread] = set()
-        self._active: dict[threading.Thread, PassDeadline] = {}
+        self._active: dict[threading.Thread, PassFence] = {}
         self._retired: set[threading.Thread] = set()
         self._releasing: set[threading.Thread] = set()
         self._stopping = False
@@ -159,27 +167,25 @@ class WorkerPool:
                     key = self._queue.get()
                 except QueueClosed:
                     return
-                fence = WriteFence(reason=ABANDONED, parent=self._fence, cause="timeout")
-                deadline = PassDeadline(time.monotonic(), key=key, fence=fence)
-                self._begin(me, deadline)
+                fence = PassFence(key, parent=self._fence, started=self._clock())
+                self._begin(me, fence)
                 if self._metrics is not None:
                     self._metrics.worker_started()
-                self._running[me] = (key, deadline.started)
+                self._running[me] = (key, fence.started)
+                if self._watch_idle:
+                    self._wake_watchdog()
                 try:
-                    with fenced(deadline.fence):
-                        self._runner.process(key, deadline)
-                except BaseException:
+                    with fenced(fence):
+                        outcome = self._reconciler.reconcile(key, fence)
+                except BaseException as error:
                     logging.getLogger(f"cloudcoil_sync.controller.{self._name}").exception(
                         "Unexpected failure processing %s", key
                     )
-                    if not deadline.abandoned:
-                        self._queue.retry(key)
+                    outcome = Outcome("error", error=error)
                 finally:
                     self._running.pop(me, None)
-                    if self._finish(me, deadline):  # else the watchdog's release settles the key
-                        self._queue.done(key)
-                        if self._metrics is not None:
-                            self._metrics.worker_finished()
+                if self._finish(me, fence):  # else the watchdog's releaser settles the key
+                    self.settle(key, outcome)
         finally:
             with self._lock:
                 self._threads.discard(me)
@@ -198,45 +204,60 @@ class WorkerPool:
             self._retired.discard(me)
             return False
 
-    def _begin(self, me: threading.Thread, deadline: PassDeadline) -> None:
+    def settle(self, key: ResourceKey, outcome: Outcome) -> None:
+        """The one place a key is settled with the queue: the switch on its outcome."""
+        queue = self._queue
+        match outcome.kind:
+            case "success" | "terminal" | "invalid":
+                queue.forget(key)
+            case "requeue_after":
+                queue.forget(key)
+                queue.add_after(key, outcome.requeue_after or 0.0)
+            case "refused" | "stale":
+                queue.add_after(key, outcome.requeue_after or 0.0)
+            case "error" | "fenced" | "timed_out" | "abandoned":
+                queue.retry(key)
+        queue.done(key)
+        if self._metrics is not None:
+            self._metrics.worker_finished()
+
+    def _begin(self, me: threading.Thread, fence: PassFence) -> None:
         if self._timeout is None:
             return
         with self._lock:
-            self._active[me] = deadline
+            self._active[me] = fence
             self._lock.notify_all()
 
-    def _finish(self, me: threading.Thread, deadline: PassDeadline) -> bool:
+    def _finish(self, me: threading.Thread, fence: PassFence) -> bool:
         """Mark the pass finished; False if the watchdog abandoned it first."""
         if self._timeout is None:
             return True
         with self._lock:
-            deadline.finished = True
-            if deadline.abandoned:
+            fence.finished = True
+            if fence.abandoned:
                 return False
             self._active.pop(me, None)
             return True
 
-    def _release(self, deadline: PassDeadline) -> None:
-        """Release an abandoned pass's key once no write of it is on the wire."""
+    def _release(self, fence: PassFence) -> None:
+        """Settle an abandoned pass's key once no write of it is on the wire."""
         try:
-            if not deadline.fence.close(WRITE_GRACE):
+            if not fence.close(WRITE_GRACE):
                 logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
-                    "A write of the abandoned pass of %s is still in flight", deadline.key
+                    "A write of the abandoned pass of %s is still in flight", fence.key
                 )
             with fenced(self._fence):  # its report on the object: leader-scope writes
-                self._runner.abandon(deadline.key, time.monotonic() - deadline.started)
-            self._queue.done(deadline.key)
-            if self._metrics is not None:
-                self._metrics.worker_finished()
+                outcome = self._reconciler.abandon(fence.key, self._clock() - fence.started)
+            self.settle(fence.key, outcome)
         finally:
             with self._lock:
                 self._releasing.discard(threading.current_thread())
                 self._lock.notify_all()
 
-    def _start_release(self, deadline: PassDeadline) -> None:
+    def _start_release(self, fence: PassFence) -> None:
         # Its own thread: closing the fence may wait for a write on the wire (WRITE_GRACE).
         releaser = threading.Thread(
-            target=self._release, args=(deadline,), name=f"{self._name}-release", daemon=True
+            target=self._release, args=(fence,), name=f"{self._name}-release", daemon=True
         )
         self._releasing.add(releaser)
         releaser.start()
@@ -245,10 +266,18 @@ class WorkerPool:
         """Abandon passes that outlive the timeout; log slow ones once."""
         with self._lock:
             while not self._stopping:
-                now = time.monotonic()
+                # Before reading the passes: one that starts from now on wakes the watchdog.
+                self._watch_idle = True
+                now = self._clock()
                 dues = [self._abandon_expired(now), self._warn_slow(now)]
                 due = min((d for d in dues if d is not None), default=None)
+                self._watch_idle = due is None
                 self._lock.wait(None if due is None else max(0.0, due - now))
+
+    def _wake_watchdog(self) -> None:
+        with self._lock:
+            self._watch_idle = False
+            self._lock.notify_all()
 
     def _abandon_expired(self, now: float) -> float | None:
         """Mark passes past the timeout and replace their threads; the next due time."""
@@ -256,17 +285,18 @@ class WorkerPool:
             return None
         limit = self._timeout
         next_check: float | None = None
-        for thread, deadline in list(self._active.items()):
-            if deadline.expired.is_set():
+        for thread, fence in list(self._active.items()):
+            if fence.expired:
                 continue
-            due = deadline.started + limit
+            due = fence.started + limit
             if due <= now:
-                deadline.expired.set()
+                fence.expired = True
+                fence.close(0, cause="timeout")  # refuses its writes at once
                 self._retired.add(thread)
-                if not deadline.finished:
-                    deadline.abandoned = True
+                if not fence.finished:
+                    fence.abandoned = True
                     del self._active[thread]
-                    self._start_release(deadline)
+                    self._start_release(fence)
                 # Keep the pool's capacity while the pass is stuck, within a bound:
                 # at most as many stuck threads as workers.
                 if len(self._threads) < 2 * self._workers:
@@ -286,12 +316,13 @@ class WorkerPool:
             return None
         running = self._running.copy()  # atomic: the workers change it without a lock
         self._warned &= {(thread, started) for thread, (_, started) in running.items()}
-        next_check = now + self._slow / 2
+        next_check: float | None = None
         for thread, (key, started) in running.items():
             if (thread, started) in self._warned:
                 continue
             if now - started < self._slow:
-                next_check = min(next_check, started + self._slow)
+                due = started + self._slow
+                next_check = due if next_check is None else min(next_check, due)
                 continue
             self._warned.add((thread, started))
             frame = sys._current_frames().get(thread.ident or 0)

@@ -1,21 +1,22 @@
-"""The worker pass of one controller (its threads: `worker_pool`).
+"""The `Reconciler` of one controller: one pass for one key, returning an `Outcome`.
 
-A pass takes a key from the queue, builds the primary model from the informer's JSON
-(`None` if absent), calls the handler with a private copy, persists what the handler
-changed (guarded JSON patch, status through `/status`), then settles the key:
+A pass builds the primary model from the informer's JSON once (`None` if absent), gives the
+handler a private copy (parsed from the same bytes: cheaper than a deep copy) and keeps the
+untouched snapshot for the diff, persists what the handler changed (guarded JSON patch,
+status through `/status`), and says what happened. It never touches the queue: `Workers`
+settles the key from the `Outcome` (see `outcome`).
 
-- success: `forget`, and `add_after(requeue_after)` if asked (`Result`, `Wait`);
-- `TerminalError`: failure reported, `forget`, no retry (later events still reconcile);
+- success: `success`, or `requeue_after` (`Result`, `Wait`);
+- `TerminalError`: failure reported, `terminal` (later events still reconcile);
 - any other exception (409/422 conflicts and timeouts included): failure reported,
-  `retry` with per-key backoff; the next pass reads the informer's newer snapshot.
+  `error`; the next pass reads the informer's newer snapshot.
 
 Handlers run on the worker threads and may block. A pass exceeding `reconcile_timeout`
-cannot be interrupted (threads cannot be cancelled): it is abandoned. Its write fence is
-closed (a write already on the wire finishes first; later API writes from its thread are
-refused with `WriteFenced`), it counts as an error, its key is released and retried with
-backoff, and a replacement thread keeps the pool at its size. When the handler finally
-returns, nothing it produced is written and nothing more is recorded. A retry may thus run
-while the abandoned handler is still blocked, but only one of them can write to the API.
+cannot be interrupted (threads cannot be cancelled): the watchdog abandons it. Its
+`PassFence` (the one fence of a pass, a child of the term's) closes with cause `timeout`
+(a write already on the wire finishes first; later API writes from its thread are refused
+with `WriteFenced`), and the watchdog's releaser settles its key. When the handler finally
+returns, nothing it produced is written and nothing more is recorded.
 """
 
 from __future__ import annotations
@@ -24,45 +25,68 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from cloudcoil.resources import Resource
 
-from cloudcoil_sync.client._internal.api import ResourceClient
-from cloudcoil_sync.client._internal.errors import APIError, Conflict, TransportError
-from cloudcoil_sync.client._internal.fence import WriteFence, WriteFenced
+from cloudcoil_sync.client import APIError, Conflict, ResourceClient, TransportError, WriteFenced
+from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.invalid import InvalidObject, build
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
+from cloudcoil_sync.controller._internal.outcome import Outcome, PassFenced, PassTimedOut
 from cloudcoil_sync.controller._internal.persist import persist, status_only, written_paths
-from cloudcoil_sync.controller._internal.queue import WorkQueue
 from cloudcoil_sync.controller._internal.store import encode
 from cloudcoil_sync.controller._internal.term import PassRefused
-from cloudcoil_sync.controller._internal.types import ResourceKey, Result, TerminalError, Wait
+from cloudcoil_sync.controller._internal.types import (
+    ResourceKey,
+    TerminalError,
+    Wait,
+    interpret,
+)
 
 __all__ = [
     "ABANDONED",
-    "WRITE_GRACE",
+    "STALE_SNAPSHOT_DELAY",
     "Handler",
-    "Outcome",
-    "PassDeadline",
-    "PassFenced",
+    "PassFence",
     "PassHooks",
-    "PassRunner",
+    "Reconciler",
 ]
 
 T = TypeVar("T", bound=Resource)
 JSON = dict[str, Any]
-Handler = Callable[[ResourceKey, Any], object]
+#: `handler(key, working, snapshot)`: the handler's private copy and the untouched snapshot
+#: (read only: the pass diffs against it), both None for an absent object.
+Handler = Callable[[ResourceKey, Any, Any], object]
 
 # How long to wait for the informer to catch up with our own write before looking again.
 STALE_SNAPSHOT_DELAY = 1.0
 # Passes are deferred for a stale snapshot only this long after the write.
 STALE_SNAPSHOT_PATIENCE = 5.0
 MAX_REMEMBERED_WRITES = 10_000
-# How long an abandoned pass's write already on the wire may take before its key is released.
-WRITE_GRACE = 30.0
 ABANDONED = "the reconcile pass outlived reconcile_timeout and was abandoned"
+
+
+class PassFence(WriteFence):
+    """The one fence of one pass: a child of the term's fence, closed (cause `timeout`) by
+    the watchdog when the pass outlives `reconcile_timeout`.
+
+    `abandoned` and `finished` change under the workers' lock: exactly one of the watchdog
+    (abandoning) and the worker (finishing) settles the key.
+    """
+
+    def __init__(self, key: Any, *, parent: WriteFence | None = None, started: float) -> None:
+        super().__init__(reason=ABANDONED, parent=parent, cause="timeout")
+        self.key = key
+        self.started = started  # on the workers' clock
+        self.expired = False  # the watchdog closed it at reconcile_timeout
+        self.abandoned = False
+        self.finished = False
+
+    def check(self) -> None:
+        """Raise `WriteFenced` (cause `timeout`) once this pass itself was closed."""
+        if self.expired:
+            raise WriteFenced(f"The pass of {self.key} was not written: {self.reason}", "timeout")
 
 
 class PassHooks(Protocol):
@@ -99,55 +123,14 @@ class _NoHooks:
         pass
 
 
-@dataclass
-class Outcome:
-    """What one pass did: the metric result label and the delay of a scheduled requeue."""
-
-    result: str
-    requeue_after: float | None = None
-    error: BaseException | None = None
-    wrote: bool = False
-    written: tuple[str, ...] = ()  # JSON pointers written, only collected for debug logs
-
-
-@dataclass
-class PassDeadline:
-    """Set by the pool's watchdog when a pass outlives `reconcile_timeout`.
-
-    `abandoned` and `finished` change under the pool's lock: exactly one of the watchdog
-    (abandoning) and the worker (finishing) settles the key and calls `queue.done`.
-    """
-
-    started: float
-    key: Any = None
-    expired: threading.Event = field(default_factory=threading.Event)
-    fence: WriteFence = field(default_factory=lambda: WriteFence(reason=ABANDONED, cause="timeout"))
-    abandoned: bool = False
-    finished: bool = False
-
-
-class PassTimedOut(TimeoutError):
-    """The pass outlived `reconcile_timeout`; whatever it returned was not written."""
-
-
-class PassFenced(RuntimeError):
-    """A write of the pass was refused for another cause than its own timeout: the term's
-    fence closed (`cause`: renew_deadline, leadership_lost, shutdown)."""
-
-    def __init__(self, message: str, cause: str) -> None:
-        super().__init__(message)
-        self.cause = cause
-
-
-class PassRunner(Generic[T]):
-    """Run passes for one controller's primary kind."""
+class Reconciler(Generic[T]):
+    """Run passes for one controller's primary kind; each returns an `Outcome`."""
 
     def __init__(
         self,
         resource: type[T],
         handler: Handler,
         *,
-        queue: WorkQueue[ResourceKey],
         lookup: Callable[[ResourceKey], bytes | JSON | None],
         client: Callable[[ResourceKey], ResourceClient[Any]],
         name: str,
@@ -157,7 +140,6 @@ class PassRunner(Generic[T]):
         self.resource = resource
         self.name = name
         self._handler = handler
-        self._queue = queue
         self._lookup = lookup
         self._client = client
         self._metrics = metrics
@@ -170,37 +152,31 @@ class PassRunner(Generic[T]):
         self.duration = 0.0
         self.writes = 0
 
-    def process(self, key: ResourceKey, deadline: PassDeadline | None = None) -> Outcome:
-        """One pass for `key` (the caller holds it from `get` and calls `done`)."""
+    def reconcile(self, key: ResourceKey, fence: PassFence | None = None) -> Outcome:
+        """One pass for `key` (its writes already guarded by `fence`, if any)."""
         started = time.monotonic()
-        found = self._lookup(key)
-        data = found if found is None or isinstance(found, bytes) else encode(found)
+        data = self._read(key)
         try:
             snapshot = build(self.resource, data) if data is not None else None
         except InvalidObject as error:
             assert data is not None
             return self._rejected(key, data, error)
         if snapshot is not None and self._is_stale(key, snapshot):
-            self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
             self._log.debug("Pass for %s skipped: the cache still shows our last write's base", key)
-            return Outcome("skipped")
-        # The handler's copy is parsed anew: cheaper than a deep copy, and shares nothing.
+            return Outcome("stale", STALE_SNAPSHOT_DELAY)
         working = self.resource.model_validate_json(data) if data is not None else None
         try:
-            outcome = self._run(key, snapshot, working, deadline)
+            outcome = self._run(key, snapshot, working, fence)
         except PassRefused:
             # Not started (stopping, or the Lease's renew deadline passed): not an error; the
             # key comes back later unless the queue is closed by then.
-            self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
-            return Outcome("skipped")
+            return Outcome("refused", STALE_SNAPSHOT_DELAY)
         except Exception as raised:
-            if deadline is not None and deadline.abandoned:
-                return Outcome("cancelled", error=raised)  # the pool settled the key
-            failure = _classified(raised)
-            terminal = isinstance(failure, TerminalError)
-            outcome = self._failed(key, snapshot, failure, terminal=terminal)
-        if deadline is not None and deadline.abandoned:
-            return outcome  # its write (if any) began before the timeout; the pool settled
+            if fence is not None and fence.abandoned:
+                return Outcome("abandoned", error=raised)
+            outcome = self._failed(key, snapshot, _classified(raised))
+        if fence is not None and fence.abandoned:
+            return Outcome("abandoned", error=outcome.error)  # its write began in time
         seconds = time.monotonic() - started
         self._record(outcome, seconds)
         if self._log.isEnabledFor(logging.DEBUG):
@@ -211,37 +187,17 @@ class PassRunner(Generic[T]):
             self._log.exception("Settling the pass for %s failed", key)
         return outcome
 
-    def abandon(self, key: ResourceKey, seconds: float) -> None:
-        """Settle a pass the pool gave up on: an error, retried with backoff, and said on
-        the object (`Ready=False`, `ReconcileTimedOut`, a Warning Event)."""
+    def abandon(self, key: ResourceKey, seconds: float) -> Outcome:
+        """The outcome of a pass the watchdog gave up on: an error, retried with backoff,
+        and said on the object (`Ready=False`, `ReconcileTimedOut`, a Warning Event)."""
         self._log.error("Reconcile of %s timed out after %.1fs; abandoned, retrying", key, seconds)
-        found = self._lookup(key)
-        data = found if found is None or isinstance(found, bytes) else encode(found)
         try:  # before the retry: a retry's own status is never overwritten by this report
-            self._hooks.abandoned(key, data, seconds)
+            self._hooks.abandoned(key, self._read(key), seconds)
         except Exception as error:
             self._log.warning("Reporting the timeout of %s on the object failed: %s", key, error)
-        self._queue.retry(key)
-        self._record(Outcome("error", error=PassTimedOut()), seconds)
-
-    def _rejected(self, key: ResourceKey, data: bytes, error: InvalidObject) -> Outcome:
-        """The stored object does not fit the model: reported on it, and looked at again
-        only when it changes (no backoff loop: retrying cannot fix it)."""
-        try:
-            self._hooks.invalid(key, data, error)
-        except PassRefused:
-            self._queue.add_after(key, STALE_SNAPSHOT_DELAY)
-            return Outcome("skipped")
-        except Exception as report_error:  # the report itself is retried
-            self._log.warning("Reporting the invalid object %s failed: %s", key, report_error)
-            self._queue.retry(key)
-            return Outcome("invalid", error=error)
-        self._queue.forget(key)
-        with self._lock:
-            self.counts["invalid"] += 1
-        if self._metrics is not None:
-            self._metrics.invalid("pass")
-        return Outcome("invalid", error=error)
+        outcome = Outcome("timed_out", error=PassTimedOut())
+        self._record(outcome, seconds)
+        return outcome
 
     def stats(self) -> tuple[dict[str, int], float, int]:
         """(pass counts by outcome, total pass seconds, writes): a consistent copy.
@@ -254,49 +210,51 @@ class PassRunner(Generic[T]):
 
     # -- the pass ----------------------------------------------------------------------------
 
+    def _read(self, key: ResourceKey) -> bytes | None:
+        found = self._lookup(key)
+        return found if found is None or isinstance(found, bytes) else encode(found)
+
+    def _rejected(self, key: ResourceKey, data: bytes, error: InvalidObject) -> Outcome:
+        """The stored object does not fit the model: reported on it, and looked at again
+        only when it changes (no backoff loop: retrying cannot fix it)."""
+        try:
+            self._hooks.invalid(key, data, error)
+        except PassRefused:
+            return Outcome("refused", STALE_SNAPSHOT_DELAY)
+        except Exception as report_error:  # the report itself is retried
+            self._log.warning("Reporting the invalid object %s failed: %s", key, report_error)
+            return Outcome("error", error=error)
+        with self._lock:
+            self.counts["invalid"] += 1
+        if self._metrics is not None:
+            self._metrics.invalid("pass")
+        return Outcome("invalid", error=error)
+
     def _run(
-        self, key: ResourceKey, snapshot: T | None, working: T | None, deadline: PassDeadline | None
+        self, key: ResourceKey, snapshot: T | None, working: T | None, fence: PassFence | None
     ) -> Outcome:
         try:
-            value = self._handler(key, working)
+            value = self._handler(key, working, snapshot)
         except Wait as wait:
             value = wait
-        _check_deadline(deadline)
-        desired, requeue_after = self._interpret(value)
+        if fence is not None:
+            fence.check()
+        desired, requeue_after = interpret(value)
+        if desired is not None and not isinstance(desired, self.resource):
+            raise TypeError("Reconcile must return its primary resource type")
         wrote = False
         written: tuple[str, ...] = ()
         if desired is not None:
             if snapshot is None:
                 raise ValueError("Cannot persist a returned resource for an absent snapshot")
-            wrote = self._write(key, snapshot, desired, deadline)
+            wrote = self._write(key, snapshot, desired)
             if wrote and self._log.isEnabledFor(logging.DEBUG):
                 written = tuple(written_paths(snapshot, desired))
-        self._queue.forget(key)
         if requeue_after is not None:
-            self._queue.add_after(key, requeue_after)
             return Outcome("requeue_after", requeue_after, wrote=wrote, written=written)
         return Outcome("success", wrote=wrote, written=written)
 
-    def _interpret(self, value: object) -> tuple[T | None, float | None]:
-        if value is None:
-            return None, None
-        if isinstance(value, Wait):
-            return None, value.requeue_after
-        if isinstance(value, Result):
-            desired = value.resource
-            if desired is not None and not isinstance(desired, self.resource):
-                raise TypeError("Reconcile must return its primary resource type")
-            return desired, value.requeue_after
-        if isinstance(value, Resource):
-            if not isinstance(value, self.resource):
-                raise TypeError("Reconcile must return its primary resource type")
-            return value, None
-        raise TypeError("Reconcile must return its resource, Result, Wait, or None")
-
-    def _write(
-        self, key: ResourceKey, snapshot: T, desired: Resource, deadline: PassDeadline | None
-    ) -> bool:
-        _check_deadline(deadline)
+    def _write(self, key: ResourceKey, snapshot: T, desired: Resource) -> bool:
         client = self._client(key)
         response = persist(
             client,
@@ -311,22 +269,15 @@ class PassRunner(Generic[T]):
             self.writes += 1
         return True
 
-    def _failed(
-        self,
-        key: ResourceKey,
-        snapshot: T | None,
-        error: Exception,
-        *,
-        terminal: bool,
-    ) -> Outcome:
+    def _failed(self, key: ResourceKey, snapshot: T | None, error: Exception) -> Outcome:
+        terminal = isinstance(error, TerminalError)
         if isinstance(error, PassTimedOut):
             self._log.error("Reconcile of %s timed out; its result was discarded", key)
         elif isinstance(error, PassFenced):
             if self._metrics is not None:
                 self._metrics.fenced(error.cause)
             self._log.warning("Reconcile of %s stopped writing (%s): %s", key, error.cause, error)
-            self._queue.retry(key)  # its failure cannot be written either
-            return Outcome("error", error=error)
+            return Outcome("fenced", error=error)  # its failure cannot be written either
         elif isinstance(error, InvalidObject):
             self._log.warning("Reconcile of %s failed: %s", key, error)
         elif terminal:
@@ -344,10 +295,8 @@ class PassRunner(Generic[T]):
             # Could not even record the failure: retry the whole pass.
             self._log.warning("Reporting the failure of %s failed: %s", key, report_error)
             terminal = False
-        if terminal:
-            self._queue.forget(key)
-        else:
-            self._queue.retry(key)
+        if isinstance(error, PassTimedOut):
+            return Outcome("timed_out", error=error)
         return Outcome("terminal" if terminal else "error", error=error)
 
     def _report_failure(self, key: ResourceKey, snapshot: T | None, error: Exception) -> None:
@@ -389,24 +338,29 @@ class PassRunner(Generic[T]):
             self._superseded[key] = (version, time.monotonic() + STALE_SNAPSHOT_PATIENCE)
 
     def _record(self, outcome: Outcome, seconds: float) -> None:
-        terminal = outcome.result == "terminal"
-        label = "error" if terminal else outcome.result
-        if label == "skipped":
+        kind = outcome.kind
+        if kind not in _COUNTED:
             return
+        terminal = kind == "terminal"
+        label = kind if kind in ("success", "requeue_after") else "error"
+        timed_out = kind == "timed_out"
         with self._lock:
             self.counts["terminal" if terminal else "error" if label == "error" else "success"] += 1
-            if isinstance(outcome.error, PassTimedOut):
+            if timed_out:
                 self.counts["cancelled"] += 1  # its result was discarded
             self.duration += seconds
         if self._metrics is not None:
-            if isinstance(outcome.error, PassTimedOut):
+            if timed_out:
                 self._metrics.timed_out()
             self._metrics.reconciled(label, seconds, terminal=terminal)
 
 
+_COUNTED = frozenset({"success", "requeue_after", "error", "terminal", "fenced", "timed_out"})
+
+
 def _describe(outcome: Outcome, seconds: float, absent: bool) -> str:
     """One debug line's worth: outcome, duration and what was written."""
-    text = f"{outcome.result} in {seconds * 1000:.1f} ms"
+    text = f"{outcome.kind} in {seconds * 1000:.1f} ms"
     if absent:
         text += " (object absent)"
     if outcome.requeue_after is not None:
@@ -418,11 +372,6 @@ def _describe(outcome: Outcome, seconds: float, absent: bool) -> str:
     elif outcome.error is None:
         text += ", nothing to write" if not outcome.wrote else ", wrote"
     return text
-
-
-def _check_deadline(deadline: PassDeadline | None) -> None:
-    if deadline is not None and deadline.expired.is_set():
-        raise PassTimedOut("The reconcile pass outlived reconcile_timeout")
 
 
 def _classified(error: Exception) -> Exception:
