@@ -80,7 +80,7 @@ def _crd(rule: str) -> dict[str, Any]:
         "properties": {
             "spec": {
                 "type": "object",
-                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {"x": {"type": "string"}, "n": {"type": "integer"}},
                 "x-kubernetes-validations": [{"rule": rule}],
             }
         },
@@ -182,3 +182,66 @@ def test_failure_policy_ignore_and_audit_only_let_writes_through(client: Client)
     refused = client.post("/api/v1/namespaces/default/configmaps", _configmap("c"))
     assert refused.status_code == 422
     assert "resulted in error: no such key: data" in refused.json()["message"]
+
+
+_TYPED = {
+    "type": "object",
+    "properties": {
+        "replicas": {"type": "integer"},
+        "ratio": {"type": "number"},
+        "name": {"type": "string"},
+        "when": {"type": "string", "format": "date-time"},
+        "port": {"x-kubernetes-int-or-string": True},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "ports": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"port": {"type": "integer"}}},
+        },
+        "nested": {"type": "object", "properties": {"b": {"type": "integer"}}},
+        "opaque": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    },
+}
+
+
+def _typed_errors(rule: str) -> list[str]:
+    schema = {"type": "object", "properties": {"spec": {**_TYPED}}}
+    schema["properties"]["spec"]["x-kubernetes-validations"] = [{"rule": rule}]
+    errors = compile_rules(schema, "spec.validation.openAPIV3Schema").errors
+    return [m.split("compilation failed: ", 1)[1] for _, _, m in errors]
+
+
+@pytest.mark.parametrize(
+    ("rule", "error"),
+    [
+        (
+            'self.replicas + "x" == ""',
+            "found no matching overload for '_+_' applied to '(int, string)'",
+        ),
+        ("self.name == 1", "found no matching overload for '_==_' applied to '(string, int)'"),
+        ("size(self.nested) > 0", "found no matching overload for 'size' applied to '(selfType"),
+        ("size(self) > 0", "found no matching overload for 'size' applied to '(selfType"),
+        ("self.labels.a == 1", "found no matching overload for '_==_' applied to '(string, int)'"),
+        ('self.ports[0].port == "x"', "applied to '(int, string)'"),
+        ("self.ports.all(p, size(p) > 0)", ".ports.@idx)'"),
+        ("self.nested.b == oldSelf.name", "applied to '(int, string)'"),
+        ("self.opaque.x == 1", "undefined field 'x'"),
+    ],
+)
+def test_a_type_error_refuses_the_crd_as_kube_apiserver(rule: str, error: str) -> None:
+    errors = _typed_errors(rule)
+    assert len(errors) == 1 and errors[0].startswith("ERROR: <input>:1:")
+    assert error in errors[0]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "self.ratio > 1 && self.replicas < 2.5",  # cel-go compares numbers across types
+        "self.port == 1 || self.port == 'a'",  # int-or-string is dyn
+        "self.when > timestamp('2000-01-01T00:00:00Z')",
+        "self.?nested.b.orValue(1) == 1 && self.labels.all(k, self.labels[k] != '')",
+        "self.ports.all(p, p.port > 0) && self.nested == oldSelf.nested",
+    ],
+)
+def test_a_well_typed_rule_compiles(rule: str) -> None:
+    assert _typed_errors(rule) == []

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["CelUnavailable", "environment", "error_text"]
+__all__ = ["CelUnavailable", "environment", "error_text", "typed_environment"]
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -151,24 +151,37 @@ def environment(self_type: str) -> Any:
     (``dyn``, ``timestamp`` or ``duration``, as kube-apiserver types string formats), or,
     for ``policy``, a ValidatingAdmissionPolicy's (``object``, ``oldObject``, ``request``,
     ``params``, ``namespaceObject``, ``variables``)."""
+    cel = _cel()
+    kinds = {"dyn": cel.Type.DYN, "timestamp": cel.Type.TIMESTAMP, "duration": cel.Type.DURATION}
+    if self_type == "policy":  # ValidatingAdmissionPolicy expressions
+        names = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
+        return typed_environment({name: cel.Type.DYN for name in names})
+    return typed_environment({"self": kinds[self_type], "oldSelf": kinds[self_type]})
+
+
+def _cel() -> Any:
     try:
         from cel_expr_python import cel
-        from cel_expr_python.ext import ext_math, ext_optional, ext_strings
     except ImportError as exc:
         raise CelUnavailable(
             "the emulator evaluates x-kubernetes-validations with cel-expr-python: "
             "pip install 'cloudcoil-sync[testing]'"
         ) from exc
-    kinds = {"dyn": cel.Type.DYN, "timestamp": cel.Type.TIMESTAMP, "duration": cel.Type.DURATION}
-    if self_type == "policy":  # ValidatingAdmissionPolicy expressions
-        names = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
-        variables = {name: cel.Type.DYN for name in names}
-    else:
-        variables = {"self": kinds[self_type], "oldSelf": kinds[self_type]}
+    return cel
+
+
+def typed_environment(variables: dict[str, Any], pool: Any = None) -> Any:
+    """An environment with Kubernetes' libraries, ``variables`` (name -> CEL type) and the
+    protobuf descriptor ``pool`` that declares their message types."""
+    cel = _cel()
+    from cel_expr_python.ext import ext_math, ext_optional, ext_strings
+
+    extensions = [ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath()]
     with _lock:
         return cel.NewEnv(
+            descriptor_pool=pool,
             variables=variables,
-            extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath()],
+            extensions=extensions,
             functions=_declarations(cel),
         )
 

@@ -6,10 +6,10 @@ Rules are compiled when the CRD is created or changed: one that does not compile
 ``self`` bound to the value at its node (and ``oldSelf`` to the stored value for transition
 rules, which are skipped on create and where the old value is absent); a failure is reported
 at the node's path (or ``fieldPath``) with ``message``, ``messageExpression`` or
-``failed rule: <rule>``, as the rule's ``reason``. ``self`` is dynamically typed except that a
-``date-time`` or ``duration`` string at the node itself is a timestamp or duration; a rule
-selecting an undeclared field is refused (``cel_fields.py``), other type errors compile. No cost
-budget is applied.
+``failed rule: <rule>``, as the rule's ``reason``. Rules are type-checked with ``self`` and
+``oldSelf`` typed by the schema (``cel_types.py``; ``cel_fields.py`` catches undeclared fields
+should protobuf be missing) and evaluated on the JSON values, where a ``date-time`` or
+``duration`` string at the node itself is a timestamp or duration. No cost budget is applied.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 from cloudcoil_sync.testing._internal.cel_fields import undeclared_field
 from cloudcoil_sync.testing._internal.cel_library import CelUnavailable, environment, error_text
+from cloudcoil_sync.testing._internal.cel_types import type_error
 from cloudcoil_sync.testing._internal.schema_validation import Cause, json_type
 
 __all__ = ["CelUnavailable", "CompiledRules", "compile_rules"]
@@ -118,6 +119,7 @@ def _compile_rule(
         compiled.errors.append(("FieldValueNotSupported", f"{path}.reason", message))
         return None
     program, error = _compile(env, str(entry.get("rule", "")))
+    error = error or type_error(node, root, str(entry.get("rule", "")))
     error = error or undeclared_field(node, str(entry.get("rule", "")), root)
     if error:
         message = f"Invalid value: {_go_rule(entry)}: compilation failed: {error}"
@@ -126,7 +128,8 @@ def _compile_rule(
     message_program = None
     if entry.get("messageExpression"):
         message_program, error = _compile(env, entry["messageExpression"])
-        if message_program is None:
+        error = error or type_error(node, root, entry["messageExpression"])
+        if error:
             message = (
                 f"Invalid value: {_go_rule(entry)}: messageExpression compilation failed: {error}"
             )
