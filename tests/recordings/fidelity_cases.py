@@ -744,13 +744,19 @@ TYPE_ERRORS = [
     ("old-self-typed", "spec", "self.nested.b == oldSelf.nested.a"),
     ("preserve-unknown-undeclared", "spec/extra", '!has(self.x) || self.x.startsWith("ok")'),
 ]
+#: Rules whose estimated cost exceeds kube-apiserver's limits (ports and plain are unbounded).
+COST_ERRORS = [
+    ("nested-all", "spec", "self.ports.all(a, self.ports.all(b, a.name != b.name || a == b))"),
+    ("starts-with-unbounded", "spec", "self.ports.all(p, p.name.startsWith(self.plain))"),
+    ("all-exists-on-list", "spec/ports", "self.all(p, self.exists(q, p.name == q.name))"),
+]
 
 
-def type_error_cases() -> list[Case]:
+def type_error_cases(prefix: str = "crd-rule-type-", rules: Any = None) -> list[Case]:
     """CRD creations whose one rule does not type-check (all refused: nothing is created)."""
     crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     out = []
-    for name, where, rule in TYPE_ERRORS:
+    for name, where, rule in TYPE_ERRORS if rules is None else rules:
         crd = gadget_crd()
         crd["metadata"]["name"] = f"badrules.{GROUP}"
         crd["spec"]["names"] = {"plural": "badrules", "singular": "badrule", "kind": "BadRule"}
@@ -758,7 +764,7 @@ def type_error_cases() -> list[Case]:
         for part in where.split("/") if where else []:
             node = node["properties"][part]
         node["x-kubernetes-validations"] = [{"rule": rule}]
-        out.append(_case(f"crd-rule-type-{name}", "POST", crds, crd))
+        out.append(_case(f"{prefix}{name}", "POST", crds, crd))
     return out
 
 
@@ -793,6 +799,7 @@ def _crd_cases() -> list[Case]:
         _case("crd-rule-undefined-field", "POST", crds, undefined),
         _case("crd-rule-undefined-field-in-has", "POST", crds, undefined_has),
         *type_error_cases(),
+        *type_error_cases("crd-rule-cost-", COST_ERRORS),
         _case("crd-add-default", "PUT", gadgets, defaulted, fresh_rv=gadgets, settle=True),
         _case("get-after-crd-default", "GET", _g("portint")),
         _case("list-after-crd-default", "GET", _g(), query={"limit": "2"}),

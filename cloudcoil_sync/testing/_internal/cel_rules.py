@@ -9,7 +9,9 @@ at the node's path (or ``fieldPath``) with ``message``, ``messageExpression`` or
 ``failed rule: <rule>``, as the rule's ``reason``. Rules are type-checked with ``self`` and
 ``oldSelf`` typed by the schema (``cel_types.py``; ``cel_fields.py`` catches undeclared fields
 should protobuf be missing) and evaluated on the JSON values, where a ``date-time`` or
-``duration`` string at the node itself is a timestamp or duration. No cost budget is applied.
+``duration`` string at the node itself is a timestamp or duration. A CRD whose rules' estimated
+cost exceeds kube-apiserver's limits is refused (``cel_cost.py``); no cost budget is applied
+when rules run.
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from cloudcoil_sync.testing._internal.cel_cost import (
+    PER_RULE_LIMIT,
+    TOTAL_LIMIT,
+    cost_message,
+    estimate,
+    max_size,
+)
 from cloudcoil_sync.testing._internal.cel_fields import undeclared_field
 from cloudcoil_sync.testing._internal.cel_library import CelUnavailable, environment, error_text
 from cloudcoil_sync.testing._internal.cel_types import type_error
@@ -30,6 +39,9 @@ __all__ = ["CelUnavailable", "CompiledRules", "compile_rules"]
 
 JSON = dict[str, Any]
 _REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
+_CONTRIBUTED = (
+    "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+)
 _OLD_SELF = re.compile(r"\boldSelf\b")
 _MISSING = object()
 _eval_lock = threading.Lock()  # one evaluation at a time: the bindings' thread safety is unstated
@@ -54,6 +66,7 @@ class CompiledRules:
     by_node: dict[int, list[Rule]] = field(default_factory=dict)
     below: set[int] = field(default_factory=set)  # nodes with a rule at or under them
     errors: list[Cause] = field(default_factory=list)  # for the CRD's own validation
+    costs: list[tuple[int, str]] = field(default_factory=list)  # estimated cost, rule path
 
     def evaluate(self, node: JSON, value: Any, old: Any, path: str) -> list[Cause]:
         """Causes of the rules failing at and under ``node`` (``old``: the stored value, or
@@ -66,26 +79,48 @@ class CompiledRules:
 def compile_rules(schema: JSON, prefix: str) -> CompiledRules:
     """Compile every rule of ``schema``; ``prefix`` is the CRD field path of the schema."""
     compiled = CompiledRules(schema)
-    _compile_node(compiled, schema, prefix)
+    _compile_node(compiled, schema, prefix, 1)
+    total = sum(cost for cost, _ in compiled.costs)
+    if total > TOTAL_LIMIT:
+        big = [item for item in compiled.costs if item[0] >= TOTAL_LIMIT // 100]  # kube: >= 1 %
+        for _, path in sorted(big, key=lambda item: -item[0])[:4]:
+            compiled.errors.append(("FieldValueForbidden", path, f"Forbidden: {_CONTRIBUTED}"))
+        what = "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema"
+        message = f"Forbidden: {cost_message(what, total, TOTAL_LIMIT)}"
+        compiled.errors.append(("FieldValueForbidden", prefix, message))
     return compiled
 
 
-def _compile_node(compiled: CompiledRules, node: JSON, path: str) -> bool:
+def _compile_node(compiled: CompiledRules, node: JSON, path: str, cardinality: int) -> bool:
+    """``cardinality``: how many times ``node`` can occur in one object (kube's estimate)."""
     has = False
     for key, child in (node.get("properties") or {}).items():
-        has |= _compile_node(compiled, child, f"{path}.properties[{key}]")
+        has |= _compile_node(compiled, child, f"{path}.properties[{key}]", cardinality)
     for key in ("items", "additionalProperties"):
         if isinstance(node.get(key), dict):
-            has |= _compile_node(compiled, node[key], f"{path}.{key}")
+            below = cardinality * max_size(node)
+            has |= _compile_node(compiled, node[key], f"{path}.{key}", below)
     rules = node.get("x-kubernetes-validations") or []
     root = node is compiled.schema
     for i, entry in enumerate(rules):
-        rule = _compile_rule(compiled, entry, f"{path}.x-kubernetes-validations[{i}]", node, root)
+        where = f"{path}.x-kubernetes-validations[{i}]"
+        rule = _compile_rule(compiled, entry, where, node, root)
         if rule is not None:
             compiled.by_node.setdefault(id(node), []).append(rule)
+            _check_cost(compiled, rule, node, root, cardinality, f"{where}.rule")
     if rules or has:
         compiled.below.add(id(node))
     return bool(rules) or has
+
+
+def _check_cost(
+    compiled: CompiledRules, rule: Rule, node: JSON, root: bool, cardinality: int, path: str
+) -> None:
+    cost = estimate(rule.program.serialize(), node, root) * cardinality
+    compiled.costs.append((cost, path))
+    if cost > PER_RULE_LIMIT:
+        message = f"Forbidden: {cost_message('estimated rule cost', cost, PER_RULE_LIMIT)}"
+        compiled.errors.append(("FieldValueForbidden", path, message))
 
 
 def _go_rule(entry: JSON) -> str:
