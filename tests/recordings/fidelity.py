@@ -155,6 +155,7 @@ _IN_TEXT = (
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uid>"),
     (re.compile(r'(resourceVersion\\+":\\+")\d+'), r"\1<rv>"),
     (re.compile(r"\bselfType\d+"), "selfType<n>"),  # a CEL object type's random name
+    (re.compile(r"\(\*bool\)\(0x[0-9a-f]+\)"), "(*bool)(<address>)"),  # a Go pointer
 )
 
 

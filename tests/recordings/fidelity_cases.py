@@ -752,18 +752,25 @@ COST_ERRORS = [
 ]
 
 
+#: optionalOldSelf on rules that do not use oldSelf (the second does not compile either).
+OPTIONAL_ERRORS = [
+    ("not-transition", "spec", "self.size > 0", {"optionalOldSelf": True}),
+    ("syntax-error", "spec", "self.size +", {"optionalOldSelf": True}),
+]
+
+
 def type_error_cases(prefix: str = "crd-rule-type-", rules: Any = None) -> list[Case]:
     """CRD creations whose one rule does not type-check (all refused: nothing is created)."""
     crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     out = []
-    for name, where, rule in TYPE_ERRORS if rules is None else rules:
+    for name, where, rule, *extra in TYPE_ERRORS if rules is None else rules:
         crd = gadget_crd()
         crd["metadata"]["name"] = f"badrules.{GROUP}"
         crd["spec"]["names"] = {"plural": "badrules", "singular": "badrule", "kind": "BadRule"}
         node = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
         for part in where.split("/") if where else []:
             node = node["properties"][part]
-        node["x-kubernetes-validations"] = [{"rule": rule}]
+        node["x-kubernetes-validations"] = [{"rule": rule, **(extra[0] if extra else {})}]
         out.append(_case(f"{prefix}{name}", "POST", crds, crd))
     return out
 
@@ -800,6 +807,7 @@ def _crd_cases() -> list[Case]:
         _case("crd-rule-undefined-field-in-has", "POST", crds, undefined_has),
         *type_error_cases(),
         *type_error_cases("crd-rule-cost-", COST_ERRORS),
+        *type_error_cases("crd-rule-optional-", OPTIONAL_ERRORS),
         _case("crd-add-default", "PUT", gadgets, defaulted, fresh_rv=gadgets, settle=True),
         _case("get-after-crd-default", "GET", _g("portint")),
         _case("list-after-crd-default", "GET", _g(), query={"limit": "2"}),

@@ -245,3 +245,35 @@ def test_a_type_error_refuses_the_crd_as_kube_apiserver(rule: str, error: str) -
 )
 def test_a_well_typed_rule_compiles(rule: str) -> None:
     assert _typed_errors(rule) == []
+
+
+def _optional(rule: str, value: Any, old: Any = None) -> list[tuple[str, str, str]]:
+    node: dict[str, Any] = {"type": "integer"}
+    node["x-kubernetes-validations"] = [{"rule": rule, "optionalOldSelf": True}]
+    schema = {"type": "object", "properties": {"v": node}}
+    compiled = compile_rules(schema, "spec.validation.openAPIV3Schema")
+    assert compiled.errors == []
+    return compiled.evaluate(schema, {"v": value}, None if old is None else {"v": old}, "spec")
+
+
+def test_an_optional_old_self_rule_also_runs_on_create() -> None:
+    rule = "!oldSelf.hasValue() || self >= oldSelf.value()"
+    assert _optional(rule, 1) == []
+    assert _optional(rule, 2, old=1) == []
+    assert [c[1] for c in _optional(rule, 1, old=2)] == ["spec.v"]
+    assert [c[1] for c in _optional("oldSelf.hasValue()", 1)] == ["spec.v"]  # ran on create
+    assert _optional("oldSelf.orValue(0) <= self", 3, old=3) == []
+
+
+def test_optional_old_self_without_old_self_refuses_the_crd() -> None:
+    rule = {"rule": "self.v > 0", "optionalOldSelf": True}
+    schema: dict[str, Any] = {"type": "object", "properties": {"v": {"type": "integer"}}}
+    schema["x-kubernetes-validations"] = [rule]
+    errors = compile_rules(schema, "spec.validation.openAPIV3Schema").errors
+    assert errors == [
+        (
+            "FieldValueInvalid",
+            "spec.validation.openAPIV3Schema.x-kubernetes-validations[0].optionalOldSelf",
+            "Invalid value: true: may not be set if oldSelf is not used in rule",
+        )
+    ]

@@ -148,7 +148,8 @@ def _declarations(cel: Any) -> list[Any]:
 @lru_cache(maxsize=8)
 def environment(self_type: str) -> Any:
     """A compiled-rule environment where ``self``/``oldSelf`` have the type ``self_type``
-    (``dyn``, ``timestamp`` or ``duration``, as kube-apiserver types string formats), or,
+    (``dyn``, ``timestamp`` or ``duration``, as kube-apiserver types string formats), or
+    ``optional-old`` (``self``, ``__old``, ``__hasOld``: an ``optionalOldSelf`` rule), or,
     for ``policy``, a ValidatingAdmissionPolicy's (``object``, ``oldObject``, ``request``,
     ``params``, ``namespaceObject``, ``variables``)."""
     cel = _cel()
@@ -156,6 +157,9 @@ def environment(self_type: str) -> Any:
     if self_type == "policy":  # ValidatingAdmissionPolicy expressions
         names = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
         return typed_environment({name: cel.Type.DYN for name in names})
+    if self_type == "optional-old":  # see cel_rules: oldSelf bound to an optional value
+        variables = {"self": cel.Type.DYN, "__old": cel.Type.DYN, "__hasOld": cel.Type.BOOL}
+        return typed_environment(variables)
     return typed_environment({"self": kinds[self_type], "oldSelf": kinds[self_type]})
 
 
@@ -174,9 +178,10 @@ def typed_environment(variables: dict[str, Any], pool: Any = None) -> Any:
     """An environment with Kubernetes' libraries, ``variables`` (name -> CEL type) and the
     protobuf descriptor ``pool`` that declares their message types."""
     cel = _cel()
-    from cel_expr_python.ext import ext_math, ext_optional, ext_strings
+    from cel_expr_python.ext import ext_bindings, ext_math, ext_optional, ext_strings
 
     extensions = [ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath()]
+    extensions.append(ext_bindings.ExtBindings())  # cel.bind, as Kubernetes has it
     with _lock:
         return cel.NewEnv(
             descriptor_pool=pool,

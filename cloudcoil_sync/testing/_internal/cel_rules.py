@@ -42,6 +42,8 @@ _REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "
 _CONTRIBUTED = (
     "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
 )
+_POINTER = "0xc000a1b2c3"  # kube-apiserver prints the address of the bool (random)
+_OPTIONAL_OLD = "Invalid value: true: may not be set if oldSelf is not used in rule"
 _OLD_SELF = re.compile(r"\boldSelf\b")
 _MISSING = object()
 _eval_lock = threading.Lock()  # one evaluation at a time: the bindings' thread safety is unstated
@@ -56,6 +58,8 @@ class Rule:
     reason: str
     field_path: str
     transition: bool
+    optional_old: bool = False  # optionalOldSelf: also runs without an old value
+    plain: Any = None  # the rule as written, compiled (program may wrap it): for its cost
 
 
 @dataclass
@@ -116,7 +120,7 @@ def _compile_node(compiled: CompiledRules, node: JSON, path: str, cardinality: i
 def _check_cost(
     compiled: CompiledRules, rule: Rule, node: JSON, root: bool, cardinality: int, path: str
 ) -> None:
-    cost = estimate(rule.program.serialize(), node, root) * cardinality
+    cost = estimate(rule.plain.serialize(), node, root) * cardinality
     compiled.costs.append((cost, path))
     if cost > PER_RULE_LIMIT:
         message = f"Forbidden: {cost_message('estimated rule cost', cost, PER_RULE_LIMIT)}"
@@ -131,7 +135,7 @@ def _go_rule(entry: JSON) -> str:
         f"Message:{json.dumps(entry.get('message', ''))}, "
         f"MessageExpression:{json.dumps(entry.get('messageExpression', ''))}, "
         f"Reason:{reason_text}, FieldPath:{json.dumps(entry.get('fieldPath', ''))}, "
-        "OptionalOldSelf:(*bool)(nil)}"
+        f"OptionalOldSelf:(*bool)({'nil' if entry.get('optionalOldSelf') is None else _POINTER})}}"
     )
 
 
@@ -153,12 +157,17 @@ def _compile_rule(
         message = f'Unsupported value: "{reason}": supported values: {allowed}'
         compiled.errors.append(("FieldValueNotSupported", f"{path}.reason", message))
         return None
-    program, error = _compile(env, str(entry.get("rule", "")))
-    error = error or type_error(node, root, str(entry.get("rule", "")))
-    error = error or undeclared_field(node, str(entry.get("rule", "")), root)
+    text, optional = str(entry.get("rule", "")), entry.get("optionalOldSelf") is True
+    program, error = _compile(env, text)
+    error = error or type_error(node, root, text, optional)
+    error = error or undeclared_field(node, text, root)
     if error:
         message = f"Invalid value: {_go_rule(entry)}: compilation failed: {error}"
         compiled.errors.append(("FieldValueInvalid", f"{path}.rule", message))
+    if optional and (error or not _OLD_SELF.search(text)):
+        compiled.errors.append(("FieldValueInvalid", f"{path}.optionalOldSelf", _OPTIONAL_OLD))
+        return None
+    if error:
         return None
     message_program = None
     if entry.get("messageExpression"):
@@ -171,6 +180,10 @@ def _compile_rule(
             compiled.errors.append(("FieldValueInvalid", f"{path}.messageExpression", message))
             return None
     transition = bool(_OLD_SELF.search(entry["rule"]))
+    plain = program
+    if optional:  # oldSelf: an optional value, none where there is no old value
+        program = _optional_old(text)
+        message_program = message_program and _optional_old(entry["messageExpression"])
     return Rule(
         entry["rule"],
         program,
@@ -179,7 +192,16 @@ def _compile_rule(
         reason,
         entry.get("fieldPath") or "",
         transition,
+        optional,
+        plain,
     )
+
+
+def _optional_old(text: str) -> Any:
+    """``text`` compiled with ``oldSelf`` bound to ``optional.of(__old)`` or ``optional.none()``
+    (cel-expr-python takes no optional value as a variable)."""
+    bound = f"cel.bind(oldSelf, __hasOld ? optional.of(__old) : optional.none(), ({text}))"
+    return environment("optional-old").compile(bound)
 
 
 def _walk(
@@ -195,7 +217,9 @@ def _walk(
         return
     unchanged = old is not _MISSING and old == value  # ratcheting: kube skips such rules
     for rule in compiled.by_node.get(id(node), ()):
-        if (rule.transition and old is _MISSING) or (unchanged and not rule.transition):
+        if rule.transition and old is _MISSING and not rule.optional_old:
+            continue
+        if unchanged and not rule.transition:
             continue
         out.extend(_run(rule, node, _bound(node, value, root), _bound(node, old, root), path))
     if isinstance(value, dict):
@@ -243,6 +267,8 @@ def _bound(node: JSON, value: Any, root: bool) -> Any:
 
 def _run(rule: Rule, node: JSON, value: Any, old: Any, path: str) -> list[Cause]:
     data = {"self": value} if old is None else {"self": value, "oldSelf": old}
+    if rule.optional_old:
+        data = {"self": value, "__old": old, "__hasOld": old is not None}
     with _eval_lock:
         result = rule.program.eval(data=data)
         ok, error = _outcome(result)

@@ -16,7 +16,8 @@ internal names that error messages are translated back from. Approximated: a lis
 nested directly in a list or map value is a ``list(dyn)`` / ``map(string, dyn)`` (protobuf has
 no nested repeated fields); a comparison of numbers of different types is not an error (the
 checker's errors for it are dropped: cel-go compares across numeric types, cel-cpp's checker
-has no option for it). Only compilation is typed: rules are evaluated on plain JSON.
+has no option for it); the ``oldSelf`` of an ``optionalOldSelf`` rule is dyn (cel-expr-python
+declares no optional type). Only compilation is typed: rules are evaluated on plain JSON.
 """
 
 from __future__ import annotations
@@ -152,7 +153,9 @@ class _Builder:
 
 
 @lru_cache(maxsize=256)
-def _typed_environment(schema_key: str, root: bool) -> tuple[Any, dict[str, str]]:
+def _typed_environment(
+    schema_key: str, root: bool, optional_old: bool
+) -> tuple[Any, dict[str, str]]:
     import json
 
     from cel_expr_python import cel
@@ -175,17 +178,20 @@ def _typed_environment(schema_key: str, root: bool) -> tuple[Any, dict[str, str]
     pool.Add(builder.file)
     for internal in builder.names:
         pool.FindMessageTypeByName(internal)  # KeyError where protobuf refused the file
-    env = typed_environment({"self": self_type, "oldSelf": self_type}, pool)
+    old_type = cel.Type.DYN if optional_old else self_type  # cel-expr-python has no optional type
+    env = typed_environment({"self": self_type, "oldSelf": old_type}, pool)
     return env, builder.names
 
 
-def type_error(node: JSON, root: bool, text: str) -> str:
+def type_error(node: JSON, root: bool, text: str, optional_old: bool = False) -> str:
     """cel-go's compile error for ``text`` with ``self``/``oldSelf`` typed by ``node``, or
-    ``""`` where it type-checks (or cel-expr-python / protobuf are not there to check it)."""
+    ``""`` where it type-checks (or cel-expr-python / protobuf are not there to check it).
+    ``optional_old``: an ``optionalOldSelf`` rule, whose ``oldSelf`` is not checked."""
     import json
 
+    key = json.dumps(_shape(node), sort_keys=True)
     try:
-        env, names = _typed_environment(json.dumps(_shape(node), sort_keys=True), root)
+        env, names = _typed_environment(key, root, optional_old)
     except (ImportError, KeyError):  # no checker, or a schema protobuf cannot express
         return ""
     try:
