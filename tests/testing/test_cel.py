@@ -41,10 +41,55 @@ def _failures(rule: str, value: Any, old: Any = None, **node: Any) -> list[tuple
         ("sets.equivalent(self, ['b', 'a'])", ["a", "b"]),
         ("self.lowerAscii().split('-') == ['a', 'b'] && self.charAt(0) == 'A'", "A-B"),
         ("self.?b.orValue(0) == 0 && self.a == 1", {"a": 1}),
+        (
+            "ip(self).family() == 4 && ip(self).isGlobalUnicast() && !ip(self).isLoopback()",
+            "10.1.2.3",
+        ),
+        ("ip(self).family() == 6 && ip(self).isLinkLocalUnicast()", "fe80::1"),
+        ("ip('::1').isLoopback() && ip('0.0.0.0').isUnspecified()", "x"),
+        ("ip('224.0.0.1').isLinkLocalMulticast() && ip(self) == ip('10.0.0.1')", "10.0.0.1"),
+        (
+            "cidr(self).containsIP('10.1.2.3') && !cidr(self).containsIP(ip('11.0.0.1'))",
+            "10.0.0.0/8",
+        ),
+        ("cidr(self).containsCIDR('10.1.0.0/16') && cidr(self).prefixLength() == 8", "10.0.0.0/8"),
+        (
+            "cidr(self).masked() == cidr('10.0.0.0/8') && cidr(self).ip() == ip('10.1.2.3')",
+            "10.1.2.3/8",
+        ),
+        (
+            "url(self).getScheme() == 'https' && url(self).getHostname() == 'example.com'",
+            "https://example.com:8443/a%20b?x=1&x=2",
+        ),
+        (
+            "url(self).getPort() == '8443' && url(self).getHost() == 'example.com:8443'",
+            "https://example.com:8443/",
+        ),
+        (
+            "url(self).getEscapedPath() == '/a%20b' && url(self).getQuery()['x'] == ['1', '2']",
+            "https://example.com/a%20b?x=1&x=2",
+        ),
+        ("url(self).getHostname() == '::1' && url(self).getPort() == '80'", "http://[::1]:80/"),
     ],
 )
 def test_kubernetes_library_functions_hold(rule: str, value: Any) -> None:
     assert _failures(rule, value) == []
+
+
+@pytest.mark.parametrize(
+    ("rule", "value"),
+    [
+        ("ip(self).family() == 4", "10.0.0.256"),
+        ("ip(self).family() == 4", "fe80::1%eth0"),
+        ("cidr(self).prefixLength() > 0", "10.0.0.1"),
+        ("url(self).getScheme() == 'x'", "not a url"),
+    ],
+)
+def test_a_bad_ip_cidr_or_url_fails_its_rule(rule: str, value: str) -> None:
+    causes = _failures(rule, value, type="string")
+    assert [c[1] for c in causes] == ["spec.v"]
+    assert "parse error during conversion from string" in causes[0][2]
+    assert "OUT_OF_RANGE" not in causes[0][2]
 
 
 def test_a_failing_library_call_is_reported_at_its_field() -> None:
