@@ -67,3 +67,16 @@ def test_cost_messages_and_sizes_follow_kube_apiserver() -> None:
     assert cost_message("x", 10, 10).startswith("x exceeds budget (try")
     assert max_size(STRINGS) == (3 * 1024 * 1024 - 2) // 3
     assert max_size({"type": "string", "maxLength": 7}) == 7
+
+
+def test_formatted_strings_are_bounded_by_their_json_size() -> None:
+    # kube-apiserver 1.32 accepts this CRD (recorded by hand on 2026-12-06): a date-time is at
+    # least 22 bytes in JSON, so fewer fit in a request than plain strings.
+    times = {"type": "array", "items": {"type": "string", "format": "date-time"}}
+    node = {
+        "type": "object",
+        "properties": {"when": {"type": "string", "format": "date-time"}, "times": times},
+    }
+    rule = "self.when > timestamp('2000-01-01T00:00:00Z') && self.times.all(t, t < self.when)"
+    assert _errors(_with_rules(node, rule)) == []
+    assert max_size(times) == (3 * 1024 * 1024 - 2) // 23

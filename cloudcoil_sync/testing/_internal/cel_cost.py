@@ -14,8 +14,8 @@ Approximated: sizes are known only for values read from ``self``/``oldSelf`` (th
 indexes and comprehension variables) and for literals; any other value (a function's result)
 counts as size 1 where cel-go and Kubernetes' libraries estimate more, so the emulator may
 accept a rule kube-apiserver refuses, never the reverse for the shapes above. The minimum
-serialized sizes that bound unbounded lists and maps follow kube-apiserver's for scalars and
-objects' required fields only.
+serialized sizes that bound unbounded lists and maps follow kube-apiserver's for scalars,
+``date``/``date-time``/``duration`` strings and objects' required fields only.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ JSON = dict[str, Any]
 PER_RULE_LIMIT = 10_000_000
 TOTAL_LIMIT = 100_000_000
 _REQUEST = 3 * 1024 * 1024  # kube-apiserver's maximum request size
-_STRING_SIZE = {"duration": 32, "date": 10, "date-time": 32}
+_STRING_SIZE = {"duration": 32, "date": 12, "date-time": 37}  # kube's JSON size limits
+_FORMAT_MIN_SIZE = {"duration": 4, "date": 12, "date-time": 22}
 _MIN_SIZE = {"integer": 1, "number": 1, "boolean": 4, "string": 2}
 _SIZED = {"_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_"}
 
@@ -57,6 +58,8 @@ def _min_size(node: JSON) -> int:
             child = (node.get("properties") or {}).get(name)
             size += len(name) + 4 + (_min_size(child) if isinstance(child, dict) else 1)
         return size
+    if kind == "string" and node.get("format") in _FORMAT_MIN_SIZE:
+        return _FORMAT_MIN_SIZE[node["format"]]
     return 2 if kind == "array" else _MIN_SIZE.get(str(kind), 1)
 
 
