@@ -13,6 +13,10 @@ timestamps) left out. It prints the share of identical answers and every differe
 ``tests/recordings/fidelity/kube-apiserver-1.32.json``, which CI replays against the emulator
 (``tests/testing/test_fidelity.py``); ``--replay`` compares that recording with the emulator
 and needs no cluster. The namespace and CRDs are deleted afterwards.
+
+``--record --only PREFIX`` sends only the cases whose names start with PREFIX, without the
+namespace and CRDs of the others (for cases that need none, e.g. refused CRD creations), and
+merges their answers into the recording in ``cases()`` order.
 """
 
 from __future__ import annotations
@@ -58,6 +62,29 @@ def real_answers(kubeconfig: str | None, crds: list[dict[str, Any]]) -> list[dic
         teardown(server, NS, crds + extra)
 
 
+def record_only(kubeconfig: str | None, prefix: str) -> tuple[list[Any], list[Any]]:
+    """The real answers to the cases named ``prefix*``, merged into the recording."""
+    session, url = raw_session(kubeconfig)
+    server = Server(url, session)
+    recorded = json.loads(RECORDING.read_text())
+    chosen = [case for case in cases() if case["name"].startswith(prefix)]
+    try:
+        fresh = {case["name"]: case for case in run_cases(server, chosen)}
+    finally:
+        teardown_crds(server, [{"metadata": {"name": "badrules.fid39.example.com"}}])
+    old = {case["name"]: case for case in recorded["cases"]}
+    merged = [fresh.get(case["name"]) or old[case["name"]] for case in cases()]
+    recorded["cases"] = merged
+    RECORDING.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+    return recorded["crds"], merged
+
+
+def teardown_crds(server: Server, crds: list[dict[str, Any]]) -> None:
+    for crd in crds:
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+        server.send("DELETE", path, None, "application/json", {})
+
+
 def emulator_answers(crds: list[dict[str, Any]], sent: list[dict[str, Any]]) -> list[Any]:
     with Emulator() as emu, tempfile.TemporaryDirectory() as tmp:
         ca = Path(tmp) / "ca.crt"
@@ -91,8 +118,11 @@ def main() -> None:
     parser.add_argument("--record", action="store_true", help="write the real answers to tests/")
     parser.add_argument("--replay", action="store_true", help="recording vs emulator, no cluster")
     parser.add_argument("--json", type=Path, help="write the figures and differences here")
+    parser.add_argument("--only", help="with --record: record only the cases named PREFIX*")
     args = parser.parse_args()
-    if args.replay:
+    if args.only:
+        crds, expected = record_only(args.kubeconfig, args.only)
+    elif args.replay:
         recorded = json.loads(RECORDING.read_text())
         crds, expected = recorded["crds"], recorded["cases"]
     else:

@@ -93,3 +93,12 @@ def test_a_missing_permission_fails_and_admin_passes(tmp_path: Path) -> None:
     assert "never used: get secrets (core)" not in report  # used by test_declared_permission
     assert "5 of 6 granted permissions used" in report
     assert "never used: get configmaps (core)" in report  # generated: informers list+watch
+
+
+def test_the_rbac_report_merges_what_xdist_workers_saw(tmp_path: Path) -> None:
+    result = _pytest(tmp_path, "-n", "2", "--cloudcoil-rbac-report")
+    out = result.stdout
+    assert "3 passed, 1 error" in out, out + result.stderr
+    report = out.split("cloudcoil_sync RBAC report", 1)[1]
+    assert "default/settings: 5 of 6 granted permissions used" in report, report
+    assert "never used: get configmaps (core)" in report

@@ -154,6 +154,8 @@ _IN_TEXT = (
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"), "<time>"),
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uid>"),
     (re.compile(r'(resourceVersion\\+":\\+")\d+'), r"\1<rv>"),
+    (re.compile(r"\bselfType\d+"), "selfType<n>"),  # a CEL object type's random name
+    (re.compile(r"\(\*bool\)\(0x[0-9a-f]+\)"), "(*bool)(<address>)"),  # a Go pointer
 )
 
 

@@ -727,6 +727,54 @@ def _cel_cases() -> list[Case]:
     ]
 
 
+#: (case name, node under the schema root ("" for the root), rule) of rules whose types do not
+#: check against the schema: kube-apiserver refuses the CRD.
+TYPE_ERRORS = [
+    ("int-plus-string", "spec", 'self.size + "x" == ""'),
+    ("string-equals-int", "spec", "self.name == 1"),
+    ("size-of-object", "spec", "size(self.nested) > 0"),
+    ("size-of-self", "spec", "size(self) > 1"),
+    ("size-of-spec-at-root", "", "size(self.spec) > 1"),
+    ("list-size-vs-string", "spec", "self.tags.size() > self.name"),
+    ("map-value-vs-int", "spec", "self.labels.a == 1"),
+    ("list-item-field", "spec", 'self.ports[0].port == "x"'),
+    ("list-item-object-size", "spec", "self.ports.all(p, size(p) > 0)"),
+    ("embedded-metadata-name", "spec", "self.template.metadata.name == 1"),
+    ("bool-plus-int", "spec", "self.flag + 1 > 0"),
+    ("old-self-typed", "spec", "self.nested.b == oldSelf.nested.a"),
+    ("preserve-unknown-undeclared", "spec/extra", '!has(self.x) || self.x.startsWith("ok")'),
+]
+#: Rules whose estimated cost exceeds kube-apiserver's limits (ports and plain are unbounded).
+COST_ERRORS = [
+    ("nested-all", "spec", "self.ports.all(a, self.ports.all(b, a.name != b.name || a == b))"),
+    ("starts-with-unbounded", "spec", "self.ports.all(p, p.name.startsWith(self.plain))"),
+    ("all-exists-on-list", "spec/ports", "self.all(p, self.exists(q, p.name == q.name))"),
+]
+
+
+#: optionalOldSelf on rules that do not use oldSelf (the second does not compile either).
+OPTIONAL_ERRORS = [
+    ("not-transition", "spec", "self.size > 0", {"optionalOldSelf": True}),
+    ("syntax-error", "spec", "self.size +", {"optionalOldSelf": True}),
+]
+
+
+def type_error_cases(prefix: str = "crd-rule-type-", rules: Any = None) -> list[Case]:
+    """CRD creations whose one rule does not type-check (all refused: nothing is created)."""
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    out = []
+    for name, where, rule, *extra in TYPE_ERRORS if rules is None else rules:
+        crd = gadget_crd()
+        crd["metadata"]["name"] = f"badrules.{GROUP}"
+        crd["spec"]["names"] = {"plural": "badrules", "singular": "badrule", "kind": "BadRule"}
+        node = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        for part in where.split("/") if where else []:
+            node = node["properties"][part]
+        node["x-kubernetes-validations"] = [{"rule": rule, **(extra[0] if extra else {})}]
+        out.append(_case(f"{prefix}{name}", "POST", crds, crd))
+    return out
+
+
 def _crd_cases() -> list[Case]:
     crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     gadgets = f"{crds}/gadgets.{GROUP}"
@@ -757,6 +805,9 @@ def _crd_cases() -> list[Case]:
         _case("crd-rule-syntax-error", "POST", crds, bad),
         _case("crd-rule-undefined-field", "POST", crds, undefined),
         _case("crd-rule-undefined-field-in-has", "POST", crds, undefined_has),
+        *type_error_cases(),
+        *type_error_cases("crd-rule-cost-", COST_ERRORS),
+        *type_error_cases("crd-rule-optional-", OPTIONAL_ERRORS),
         _case("crd-add-default", "PUT", gadgets, defaulted, fresh_rv=gadgets, settle=True),
         _case("get-after-crd-default", "GET", _g("portint")),
         _case("list-after-crd-default", "GET", _g(), query={"limit": "2"}),

@@ -41,10 +41,55 @@ def _failures(rule: str, value: Any, old: Any = None, **node: Any) -> list[tuple
         ("sets.equivalent(self, ['b', 'a'])", ["a", "b"]),
         ("self.lowerAscii().split('-') == ['a', 'b'] && self.charAt(0) == 'A'", "A-B"),
         ("self.?b.orValue(0) == 0 && self.a == 1", {"a": 1}),
+        (
+            "ip(self).family() == 4 && ip(self).isGlobalUnicast() && !ip(self).isLoopback()",
+            "10.1.2.3",
+        ),
+        ("ip(self).family() == 6 && ip(self).isLinkLocalUnicast()", "fe80::1"),
+        ("ip('::1').isLoopback() && ip('0.0.0.0').isUnspecified()", "x"),
+        ("ip('224.0.0.1').isLinkLocalMulticast() && ip(self) == ip('10.0.0.1')", "10.0.0.1"),
+        (
+            "cidr(self).containsIP('10.1.2.3') && !cidr(self).containsIP(ip('11.0.0.1'))",
+            "10.0.0.0/8",
+        ),
+        ("cidr(self).containsCIDR('10.1.0.0/16') && cidr(self).prefixLength() == 8", "10.0.0.0/8"),
+        (
+            "cidr(self).masked() == cidr('10.0.0.0/8') && cidr(self).ip() == ip('10.1.2.3')",
+            "10.1.2.3/8",
+        ),
+        (
+            "url(self).getScheme() == 'https' && url(self).getHostname() == 'example.com'",
+            "https://example.com:8443/a%20b?x=1&x=2",
+        ),
+        (
+            "url(self).getPort() == '8443' && url(self).getHost() == 'example.com:8443'",
+            "https://example.com:8443/",
+        ),
+        (
+            "url(self).getEscapedPath() == '/a%20b' && url(self).getQuery()['x'] == ['1', '2']",
+            "https://example.com/a%20b?x=1&x=2",
+        ),
+        ("url(self).getHostname() == '::1' && url(self).getPort() == '80'", "http://[::1]:80/"),
     ],
 )
 def test_kubernetes_library_functions_hold(rule: str, value: Any) -> None:
     assert _failures(rule, value) == []
+
+
+@pytest.mark.parametrize(
+    ("rule", "value"),
+    [
+        ("ip(self).family() == 4", "10.0.0.256"),
+        ("ip(self).family() == 4", "fe80::1%eth0"),
+        ("cidr(self).prefixLength() > 0", "10.0.0.1"),
+        ("url(self).getScheme() == 'x'", "not a url"),
+    ],
+)
+def test_a_bad_ip_cidr_or_url_fails_its_rule(rule: str, value: str) -> None:
+    causes = _failures(rule, value, type="string")
+    assert [c[1] for c in causes] == ["spec.v"]
+    assert "parse error during conversion from string" in causes[0][2]
+    assert "OUT_OF_RANGE" not in causes[0][2]
 
 
 def test_a_failing_library_call_is_reported_at_its_field() -> None:
@@ -80,7 +125,7 @@ def _crd(rule: str) -> dict[str, Any]:
         "properties": {
             "spec": {
                 "type": "object",
-                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {"x": {"type": "string"}, "n": {"type": "integer"}},
                 "x-kubernetes-validations": [{"rule": rule}],
             }
         },
@@ -182,3 +227,98 @@ def test_failure_policy_ignore_and_audit_only_let_writes_through(client: Client)
     refused = client.post("/api/v1/namespaces/default/configmaps", _configmap("c"))
     assert refused.status_code == 422
     assert "resulted in error: no such key: data" in refused.json()["message"]
+
+
+_TYPED = {
+    "type": "object",
+    "properties": {
+        "replicas": {"type": "integer"},
+        "ratio": {"type": "number"},
+        "name": {"type": "string"},
+        "when": {"type": "string", "format": "date-time"},
+        "port": {"x-kubernetes-int-or-string": True},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "ports": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"port": {"type": "integer"}}},
+        },
+        "nested": {"type": "object", "properties": {"b": {"type": "integer"}}},
+        "opaque": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    },
+}
+
+
+def _typed_errors(rule: str) -> list[str]:
+    schema = {"type": "object", "properties": {"spec": {**_TYPED}}}
+    schema["properties"]["spec"]["x-kubernetes-validations"] = [{"rule": rule}]
+    errors = compile_rules(schema, "spec.validation.openAPIV3Schema").errors
+    return [m.split("compilation failed: ", 1)[1] for _, _, m in errors]
+
+
+@pytest.mark.parametrize(
+    ("rule", "error"),
+    [
+        (
+            'self.replicas + "x" == ""',
+            "found no matching overload for '_+_' applied to '(int, string)'",
+        ),
+        ("self.name == 1", "found no matching overload for '_==_' applied to '(string, int)'"),
+        ("size(self.nested) > 0", "found no matching overload for 'size' applied to '(selfType"),
+        ("size(self) > 0", "found no matching overload for 'size' applied to '(selfType"),
+        ("self.labels.a == 1", "found no matching overload for '_==_' applied to '(string, int)'"),
+        ('self.ports[0].port == "x"', "applied to '(int, string)'"),
+        ("self.ports.all(p, size(p) > 0)", ".ports.@idx)'"),
+        ("self.nested.b == oldSelf.name", "applied to '(int, string)'"),
+        ("self.opaque.x == 1", "undefined field 'x'"),
+    ],
+)
+def test_a_type_error_refuses_the_crd_as_kube_apiserver(rule: str, error: str) -> None:
+    errors = _typed_errors(rule)
+    assert len(errors) == 1 and errors[0].startswith("ERROR: <input>:1:")
+    assert error in errors[0]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "self.ratio > 1 && self.replicas < 2.5",  # cel-go compares numbers across types
+        "self.port == 1 || self.port == 'a'",  # int-or-string is dyn
+        "self.when > timestamp('2000-01-01T00:00:00Z')",
+        "self.?nested.b.orValue(1) == 1 && self.labels.all(k, self.labels[k] != '')",
+        "self.ports.all(p, p.port > 0) && self.nested == oldSelf.nested",
+    ],
+)
+def test_a_well_typed_rule_compiles(rule: str) -> None:
+    assert _typed_errors(rule) == []
+
+
+def _optional(rule: str, value: Any, old: Any = None) -> list[tuple[str, str, str]]:
+    node: dict[str, Any] = {"type": "integer"}
+    node["x-kubernetes-validations"] = [{"rule": rule, "optionalOldSelf": True}]
+    schema = {"type": "object", "properties": {"v": node}}
+    compiled = compile_rules(schema, "spec.validation.openAPIV3Schema")
+    assert compiled.errors == []
+    return compiled.evaluate(schema, {"v": value}, None if old is None else {"v": old}, "spec")
+
+
+def test_an_optional_old_self_rule_also_runs_on_create() -> None:
+    rule = "!oldSelf.hasValue() || self >= oldSelf.value()"
+    assert _optional(rule, 1) == []
+    assert _optional(rule, 2, old=1) == []
+    assert [c[1] for c in _optional(rule, 1, old=2)] == ["spec.v"]
+    assert [c[1] for c in _optional("oldSelf.hasValue()", 1)] == ["spec.v"]  # ran on create
+    assert _optional("oldSelf.orValue(0) <= self", 3, old=3) == []
+
+
+def test_optional_old_self_without_old_self_refuses_the_crd() -> None:
+    rule = {"rule": "self.v > 0", "optionalOldSelf": True}
+    schema: dict[str, Any] = {"type": "object", "properties": {"v": {"type": "integer"}}}
+    schema["x-kubernetes-validations"] = [rule]
+    errors = compile_rules(schema, "spec.validation.openAPIV3Schema").errors
+    assert errors == [
+        (
+            "FieldValueInvalid",
+            "spec.validation.openAPIV3Schema.x-kubernetes-validations[0].optionalOldSelf",
+            "Invalid value: true: may not be set if oldSelf is not used in rule",
+        )
+    ]

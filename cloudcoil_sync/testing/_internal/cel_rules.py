@@ -6,10 +6,12 @@ Rules are compiled when the CRD is created or changed: one that does not compile
 ``self`` bound to the value at its node (and ``oldSelf`` to the stored value for transition
 rules, which are skipped on create and where the old value is absent); a failure is reported
 at the node's path (or ``fieldPath``) with ``message``, ``messageExpression`` or
-``failed rule: <rule>``, as the rule's ``reason``. ``self`` is dynamically typed except that a
-``date-time`` or ``duration`` string at the node itself is a timestamp or duration; a rule
-selecting an undeclared field is refused (``cel_fields.py``), other type errors compile. No cost
-budget is applied.
+``failed rule: <rule>``, as the rule's ``reason``. Rules are type-checked with ``self`` and
+``oldSelf`` typed by the schema (``cel_types.py``; ``cel_fields.py`` catches undeclared fields
+should protobuf be missing) and evaluated on the JSON values, where a ``date-time`` or
+``duration`` string at the node itself is a timestamp or duration. A CRD whose rules' estimated
+cost exceeds kube-apiserver's limits is refused (``cel_cost.py``); no cost budget is applied
+when rules run.
 """
 
 from __future__ import annotations
@@ -21,14 +23,27 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from cloudcoil_sync.testing._internal.cel_cost import (
+    PER_RULE_LIMIT,
+    TOTAL_LIMIT,
+    cost_message,
+    estimate,
+    max_size,
+)
 from cloudcoil_sync.testing._internal.cel_fields import undeclared_field
 from cloudcoil_sync.testing._internal.cel_library import CelUnavailable, environment, error_text
+from cloudcoil_sync.testing._internal.cel_types import type_error
 from cloudcoil_sync.testing._internal.schema_validation import Cause, json_type
 
 __all__ = ["CelUnavailable", "CompiledRules", "compile_rules"]
 
 JSON = dict[str, Any]
 _REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
+_CONTRIBUTED = (
+    "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+)
+_POINTER = "0xc000a1b2c3"  # kube-apiserver prints the address of the bool (random)
+_OPTIONAL_OLD = "Invalid value: true: may not be set if oldSelf is not used in rule"
 _OLD_SELF = re.compile(r"\boldSelf\b")
 _MISSING = object()
 _eval_lock = threading.Lock()  # one evaluation at a time: the bindings' thread safety is unstated
@@ -43,6 +58,8 @@ class Rule:
     reason: str
     field_path: str
     transition: bool
+    optional_old: bool = False  # optionalOldSelf: also runs without an old value
+    plain: Any = None  # the rule as written, compiled (program may wrap it): for its cost
 
 
 @dataclass
@@ -53,6 +70,7 @@ class CompiledRules:
     by_node: dict[int, list[Rule]] = field(default_factory=dict)
     below: set[int] = field(default_factory=set)  # nodes with a rule at or under them
     errors: list[Cause] = field(default_factory=list)  # for the CRD's own validation
+    costs: list[tuple[int, str]] = field(default_factory=list)  # estimated cost, rule path
 
     def evaluate(self, node: JSON, value: Any, old: Any, path: str) -> list[Cause]:
         """Causes of the rules failing at and under ``node`` (``old``: the stored value, or
@@ -65,26 +83,48 @@ class CompiledRules:
 def compile_rules(schema: JSON, prefix: str) -> CompiledRules:
     """Compile every rule of ``schema``; ``prefix`` is the CRD field path of the schema."""
     compiled = CompiledRules(schema)
-    _compile_node(compiled, schema, prefix)
+    _compile_node(compiled, schema, prefix, 1)
+    total = sum(cost for cost, _ in compiled.costs)
+    if total > TOTAL_LIMIT:
+        big = [item for item in compiled.costs if item[0] >= TOTAL_LIMIT // 100]  # kube: >= 1 %
+        for _, path in sorted(big, key=lambda item: -item[0])[:4]:
+            compiled.errors.append(("FieldValueForbidden", path, f"Forbidden: {_CONTRIBUTED}"))
+        what = "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema"
+        message = f"Forbidden: {cost_message(what, total, TOTAL_LIMIT)}"
+        compiled.errors.append(("FieldValueForbidden", prefix, message))
     return compiled
 
 
-def _compile_node(compiled: CompiledRules, node: JSON, path: str) -> bool:
+def _compile_node(compiled: CompiledRules, node: JSON, path: str, cardinality: int) -> bool:
+    """``cardinality``: how many times ``node`` can occur in one object (kube's estimate)."""
     has = False
     for key, child in (node.get("properties") or {}).items():
-        has |= _compile_node(compiled, child, f"{path}.properties[{key}]")
+        has |= _compile_node(compiled, child, f"{path}.properties[{key}]", cardinality)
     for key in ("items", "additionalProperties"):
         if isinstance(node.get(key), dict):
-            has |= _compile_node(compiled, node[key], f"{path}.{key}")
+            below = cardinality * max_size(node)
+            has |= _compile_node(compiled, node[key], f"{path}.{key}", below)
     rules = node.get("x-kubernetes-validations") or []
     root = node is compiled.schema
     for i, entry in enumerate(rules):
-        rule = _compile_rule(compiled, entry, f"{path}.x-kubernetes-validations[{i}]", node, root)
+        where = f"{path}.x-kubernetes-validations[{i}]"
+        rule = _compile_rule(compiled, entry, where, node, root)
         if rule is not None:
             compiled.by_node.setdefault(id(node), []).append(rule)
+            _check_cost(compiled, rule, node, root, cardinality, f"{where}.rule")
     if rules or has:
         compiled.below.add(id(node))
     return bool(rules) or has
+
+
+def _check_cost(
+    compiled: CompiledRules, rule: Rule, node: JSON, root: bool, cardinality: int, path: str
+) -> None:
+    cost = estimate(rule.plain.serialize(), node, root) * cardinality
+    compiled.costs.append((cost, path))
+    if cost > PER_RULE_LIMIT:
+        message = f"Forbidden: {cost_message('estimated rule cost', cost, PER_RULE_LIMIT)}"
+        compiled.errors.append(("FieldValueForbidden", path, message))
 
 
 def _go_rule(entry: JSON) -> str:
@@ -95,7 +135,7 @@ def _go_rule(entry: JSON) -> str:
         f"Message:{json.dumps(entry.get('message', ''))}, "
         f"MessageExpression:{json.dumps(entry.get('messageExpression', ''))}, "
         f"Reason:{reason_text}, FieldPath:{json.dumps(entry.get('fieldPath', ''))}, "
-        "OptionalOldSelf:(*bool)(nil)}"
+        f"OptionalOldSelf:(*bool)({'nil' if entry.get('optionalOldSelf') is None else _POINTER})}}"
     )
 
 
@@ -117,22 +157,33 @@ def _compile_rule(
         message = f'Unsupported value: "{reason}": supported values: {allowed}'
         compiled.errors.append(("FieldValueNotSupported", f"{path}.reason", message))
         return None
-    program, error = _compile(env, str(entry.get("rule", "")))
-    error = error or undeclared_field(node, str(entry.get("rule", "")), root)
+    text, optional = str(entry.get("rule", "")), entry.get("optionalOldSelf") is True
+    program, error = _compile(env, text)
+    error = error or type_error(node, root, text, optional)
+    error = error or undeclared_field(node, text, root)
     if error:
         message = f"Invalid value: {_go_rule(entry)}: compilation failed: {error}"
         compiled.errors.append(("FieldValueInvalid", f"{path}.rule", message))
+    if optional and (error or not _OLD_SELF.search(text)):
+        compiled.errors.append(("FieldValueInvalid", f"{path}.optionalOldSelf", _OPTIONAL_OLD))
+        return None
+    if error:
         return None
     message_program = None
     if entry.get("messageExpression"):
         message_program, error = _compile(env, entry["messageExpression"])
-        if message_program is None:
+        error = error or type_error(node, root, entry["messageExpression"])
+        if error:
             message = (
                 f"Invalid value: {_go_rule(entry)}: messageExpression compilation failed: {error}"
             )
             compiled.errors.append(("FieldValueInvalid", f"{path}.messageExpression", message))
             return None
     transition = bool(_OLD_SELF.search(entry["rule"]))
+    plain = program
+    if optional:  # oldSelf: an optional value, none where there is no old value
+        program = _optional_old(text)
+        message_program = message_program and _optional_old(entry["messageExpression"])
     return Rule(
         entry["rule"],
         program,
@@ -141,7 +192,16 @@ def _compile_rule(
         reason,
         entry.get("fieldPath") or "",
         transition,
+        optional,
+        plain,
     )
+
+
+def _optional_old(text: str) -> Any:
+    """``text`` compiled with ``oldSelf`` bound to ``optional.of(__old)`` or ``optional.none()``
+    (cel-expr-python takes no optional value as a variable)."""
+    bound = f"cel.bind(oldSelf, __hasOld ? optional.of(__old) : optional.none(), ({text}))"
+    return environment("optional-old").compile(bound)
 
 
 def _walk(
@@ -157,7 +217,9 @@ def _walk(
         return
     unchanged = old is not _MISSING and old == value  # ratcheting: kube skips such rules
     for rule in compiled.by_node.get(id(node), ()):
-        if (rule.transition and old is _MISSING) or (unchanged and not rule.transition):
+        if rule.transition and old is _MISSING and not rule.optional_old:
+            continue
+        if unchanged and not rule.transition:
             continue
         out.extend(_run(rule, node, _bound(node, value, root), _bound(node, old, root), path))
     if isinstance(value, dict):
@@ -205,6 +267,8 @@ def _bound(node: JSON, value: Any, root: bool) -> Any:
 
 def _run(rule: Rule, node: JSON, value: Any, old: Any, path: str) -> list[Cause]:
     data = {"self": value} if old is None else {"self": value, "oldSelf": old}
+    if rule.optional_old:
+        data = {"self": value, "__old": old, "__hasOld": old is not None}
     with _eval_lock:
         result = rule.program.eval(data=data)
         ok, error = _outcome(result)

@@ -74,6 +74,19 @@ class RBACUsage:
         used = self.used.get(operator, set())
         return sorted(p for p in self.granted.get(operator, set()) if not _covers(p, used))
 
+    def dump(self) -> JSON:
+        """This usage as plain data (sent by a pytest-xdist worker to the controller)."""
+        return {
+            "granted": {k: [dataclasses.astuple(p) for p in v] for k, v in self.granted.items()},
+            "used": {k: [dataclasses.astuple(p) for p in v] for k, v in self.used.items()},
+        }
+
+    def merge(self, dumped: JSON) -> None:
+        """Add another process's ``dump()``."""
+        for key, target in (("granted", self.granted), ("used", self.used)):
+            for operator, permissions in (dumped.get(key) or {}).items():
+                target.setdefault(operator, set()).update(Permission(*p) for p in permissions)
+
     def report(self) -> list[str]:
         lines = []
         for operator in sorted(self.granted):

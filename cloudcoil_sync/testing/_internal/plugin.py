@@ -15,8 +15,8 @@ Emulator options per test: ``@pytest.mark.kube_emulator(tls=False, history_size=
 (keyword arguments of :class:`~cloudcoil_sync.testing.Emulator`).
 
 ``--cloudcoil-rbac-report`` prints, after the session, the permissions each operator's
-generated RBAC grants that none of its requests needed (run without xdist workers, ``-n0``,
-so that one process sees every test).
+generated RBAC grants that none of its requests needed; under pytest-xdist each worker sends
+what it saw to the controller, which merges them into one report.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["kube_config", "kube_emulator", "kube_operator"]
 
 _USAGE = pytest.StashKey[RBACUsage]()
+_WORKER_KEY = "cloudcoil_sync_rbac_usage"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,9 +60,25 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_USAGE] = RBACUsage()
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    usage = session.config.stash.get(_USAGE, None)
+    output = getattr(session.config, "workeroutput", None)  # set on a pytest-xdist worker
+    if usage is not None and isinstance(output, dict):
+        output[_WORKER_KEY] = usage.dump()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist's controller: a worker finished; merge the usage it saw."""
+    usage = node.config.stash.get(_USAGE, None)
+    dumped = (getattr(node, "workeroutput", None) or {}).get(_WORKER_KEY)
+    if usage is not None and isinstance(dumped, dict):
+        usage.merge(dumped)
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     usage = config.stash.get(_USAGE, None)
-    if usage is None:
+    if usage is None or hasattr(config, "workerinput"):  # a worker: the controller reports
         return
     terminalreporter.section("cloudcoil_sync RBAC report")
     for line in usage.report() or ["no operator was run by the kube_operator fixture"]:
