@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from cloudcoil_sync.testing._internal.schema_validation import property_schema
+
 __all__ = ["PER_RULE_LIMIT", "TOTAL_LIMIT", "cost_message", "estimate", "max_size"]
 
 JSON = dict[str, Any]
@@ -207,9 +209,7 @@ def _factor(size: int, factor: float) -> int:
 
 
 def _child(schema: JSON, name: str) -> JSON | None:
-    child = (schema.get("properties") or {}).get(name)
-    if child is None and isinstance(schema.get("additionalProperties"), dict):
-        child = schema["additionalProperties"]
+    child = property_schema(schema, name)
     if child is None and name == "metadata":
         return {"type": "object", "properties": {"name": {"type": "string"}}}
     return child if isinstance(child, dict) else None

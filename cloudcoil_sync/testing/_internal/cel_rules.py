@@ -33,7 +33,7 @@ from cloudcoil_sync.testing._internal.cel_cost import (
 from cloudcoil_sync.testing._internal.cel_fields import undeclared_field
 from cloudcoil_sync.testing._internal.cel_library import CelUnavailable, environment, error_text
 from cloudcoil_sync.testing._internal.cel_types import type_error
-from cloudcoil_sync.testing._internal.schema_validation import Cause, json_type
+from cloudcoil_sync.testing._internal.schema_validation import Cause, json_type, property_schema
 
 __all__ = ["CelUnavailable", "CompiledRules", "compile_rules"]
 
@@ -223,10 +223,8 @@ def _walk(
             continue
         out.extend(_run(rule, node, _bound(node, value, root), _bound(node, old, root), path))
     if isinstance(value, dict):
-        properties = node.get("properties") or {}
-        extra = node.get("additionalProperties")
         for key, child in value.items():
-            sub = properties.get(key, extra if isinstance(extra, dict) else None)
+            sub = property_schema(node, key)
             if isinstance(sub, dict):
                 was = old.get(key, _MISSING) if isinstance(old, dict) else _MISSING
                 _walk(compiled, sub, child, was, f"{path}.{key}" if path else key, False, out)

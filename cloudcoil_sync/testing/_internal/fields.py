@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cloudcoil_sync.testing._internal.schema_validation import property_schema
+
 __all__ = [
     "FieldSet",
     "fields_of",
@@ -114,10 +116,8 @@ def _walk_schema(node: Any, path: Path, out: dict[Path, Any], schema: JSON) -> N
     ``set`` or ``map`` (keyed by ``x-kubernetes-list-map-keys``); nulls are owned."""
     if isinstance(node, dict) and node and schema.get("x-kubernetes-map-type") != "atomic":
         out[(*path, ".")] = True
-        properties = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
         for key, child in node.items():
-            sub = properties.get(key, extra if isinstance(extra, dict) else {})
+            sub = property_schema(schema, key) or {}
             _walk_schema(child, (*path, "f:" + key), out, sub)
         return
     kind = schema.get("x-kubernetes-list-type")

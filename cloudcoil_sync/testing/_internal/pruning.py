@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from cloudcoil_sync.testing._internal.schema_validation import property_schema
+
 __all__ = ["apply_schema_defaults", "prune", "unknown_fields"]
 
 JSON = dict[str, Any]
@@ -78,7 +80,6 @@ def _prune(
         return
     if not isinstance(value, dict):
         return
-    properties = node.get("properties") or {}
     extra = node.get("additionalProperties")
     preserve = node.get("x-kubernetes-preserve-unknown-fields")
     embedded = keep_meta or node.get("x-kubernetes-embedded-resource")
@@ -86,9 +87,7 @@ def _prune(
         child_path = f"{path}.{key}" if path else key
         if embedded and key in _ROOT_KEPT:
             continue
-        child = properties.get(key)
-        if child is None and isinstance(extra, dict):
-            child = extra
+        child = property_schema(node, key)
         if child is None:
             if preserve or extra is True:
                 continue
@@ -116,9 +115,8 @@ def apply_schema_defaults(node: JSON, value: Any) -> None:
             continue
         if key not in value or (value[key] is None and not child.get("nullable")):
             value[key] = copy.deepcopy(child["default"])
-    extra = node.get("additionalProperties")
     for key in list(value):
-        child = properties.get(key, extra if isinstance(extra, dict) else None)
+        child = property_schema(node, key)
         if child is None:
             continue
         if value[key] is None and not child.get("nullable"):

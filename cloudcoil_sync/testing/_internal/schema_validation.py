@@ -19,7 +19,14 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["Cause", "go_repr", "go_value", "list_type_causes", "schema_causes"]
+__all__ = [
+    "Cause",
+    "go_repr",
+    "go_value",
+    "list_type_causes",
+    "property_schema",
+    "schema_causes",
+]
 
 JSON = dict[str, Any]
 Cause = tuple[str, str, str]
@@ -54,6 +61,16 @@ def go_repr(value: Any) -> str:
     if isinstance(value, list):
         return "[]interface {}{" + ", ".join(go_repr(v) for v in value) + "}"
     return go_value(value)
+
+
+def property_schema(node: JSON, key: str) -> JSON | None:
+    """The schema of an object's field ``key``: its declared property, else the schema of
+    ``additionalProperties`` (when that is a schema, not a boolean), else None."""
+    child = (node.get("properties") or {}).get(key)
+    if child is None:
+        extra = node.get("additionalProperties")
+        child = extra if isinstance(extra, dict) else None
+    return child
 
 
 def json_type(value: Any) -> str:
@@ -300,10 +317,8 @@ def list_type_causes(node: JSON, value: Any, path: str) -> list[Cause]:
             for i, item in enumerate(value):
                 out += list_type_causes(items, item, f"{path}[{i}]")
     elif isinstance(value, dict):
-        properties = node.get("properties") or {}
-        extra = node.get("additionalProperties")
         for key, child in value.items():
-            sub = properties.get(key, extra if isinstance(extra, dict) else None)
+            sub = property_schema(node, key)
             if isinstance(sub, dict):
                 out += list_type_causes(sub, child, _join(path, key))
     return out
