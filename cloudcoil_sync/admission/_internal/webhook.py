@@ -39,6 +39,7 @@ from cloudcoil_sync.admission._internal.review import (
     parse_review,
 )
 from cloudcoil_sync.admission._internal.routes import DEFAULT_MAX_BODY_BYTES, AdmissionRoutes, Route
+from cloudcoil_sync.client import InvalidObject
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -429,14 +430,10 @@ def _response(uid: str, allowed: bool, **fields: Any) -> dict[str, Any]:
 def _invalid_status(error: ValidationError, route: Route, review: dict[str, Any]) -> dict[str, Any]:
     """A denial naming the fields the operator's model rejects, and that the handler of this
     route therefore did not run (so the message is not mistaken for the handler's verdict)."""
-    problems = [
-        (".".join(str(part) for part in item["loc"]) or "<root>", item["msg"])
-        for item in error.errors(include_url=False, include_input=False)
-    ]
-    summary = "; ".join(f"{where}: {message}" for where, message in problems[:3])
     kind = (review.get("kind") or {}).get("kind") or route.model.__name__
-    namespace, name = review.get("namespace") or "", review.get("name") or "<unnamed>"
-    subject = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    name = review.get("name") or "<unnamed>"
+    invalid = InvalidObject.from_error(error, kind, review.get("namespace"), name)
+    subject, summary = invalid.describe(), invalid.summary
     role = "mutating" if route.mutation else "validating"
     log.info(
         "Denied %s %s on %s: it does not fit the %s model (%s); handler not run",
@@ -452,7 +449,7 @@ def _invalid_status(error: ValidationError, route: Route, review: dict[str, Any]
     )
     causes = [
         {"reason": "FieldValueInvalid", "field": where[:256], "message": message[:256]}
-        for where, message in problems[:20]
+        for where, message in invalid.problems
     ]
     return {
         "code": 422,

@@ -40,6 +40,23 @@ class InvalidObject(ValueError):
         self.resource_version = resource_version
         super().__init__(f"{self.describe()} does not fit the {kind} model: {self.summary}")
 
+    @classmethod
+    def from_error(
+        cls,
+        error: ValidationError,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        resource_version: str | None = None,
+    ) -> InvalidObject:
+        """The rejection pydantic's `error` describes, its first 20 fields by wire path."""
+        problems = tuple(
+            (".".join(str(part) for part in item["loc"]) or "<root>", item["msg"])
+            for item in error.errors(include_url=False, include_input=False)[:_MAX_FIELDS]
+        )
+        return cls(kind, namespace, name, problems, resource_version=resource_version)
+
     @property
     def fields(self) -> tuple[str, ...]:
         """The failing field paths, in the wire's names (`spec.target`)."""
@@ -82,8 +99,6 @@ def build(resource: type[T], data: bytes | Mapping[str, Any]) -> T:
         kind, namespace, name, version = identify(data)
         if kind == "object":
             kind = resource.__name__
-        problems = tuple(
-            (".".join(str(part) for part in item["loc"]) or "<root>", item["msg"])
-            for item in error.errors(include_url=False, include_input=False)[:_MAX_FIELDS]
-        )
-        raise InvalidObject(kind, namespace, name, problems, resource_version=version) from None
+        raise InvalidObject.from_error(
+            error, kind, namespace, name, resource_version=version
+        ) from None
