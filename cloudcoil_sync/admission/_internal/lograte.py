@@ -9,10 +9,10 @@ gets says how many were left out meanwhile. At most `max_clients` addresses are 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
+
+from cloudcoil_sync._internal.throttle import Throttle
 
 __all__ = ["ClientLog"]
 
@@ -29,28 +29,16 @@ class ClientLog:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.logger = logger
-        self.interval = interval
-        self.max_clients = max_clients
-        self.clock = clock
-        self._lock = threading.Lock()
-        # client -> (when its next line may be written, lines left out since its last one)
-        self._clients: OrderedDict[str, tuple[float, int]] = OrderedDict()
+        self._throttle = Throttle(interval, max_keys=max_clients, clock=clock)
 
     def log(self, level: int, client: str, message: str, *args: object) -> bool:
         """Write `message % args` (plus how many lines were left out) unless `client` had
         a line within the interval; whether it was written."""
         if not self.logger.isEnabledFor(level):
             return False
-        now = self.clock()
-        with self._lock:
-            due, skipped = self._clients.get(client, (0.0, 0))
-            if now < due:
-                self._clients[client] = (due, skipped + 1)
-                return False
-            self._clients[client] = (now + self.interval, 0)
-            self._clients.move_to_end(client)
-            while len(self._clients) > self.max_clients:
-                self._clients.popitem(last=False)
+        skipped = self._throttle.passes(client)
+        if skipped is None:
+            return False
         if skipped:
             message += " (%d more from this client not logged)"
             args = (*args, skipped)

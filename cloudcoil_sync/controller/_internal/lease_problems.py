@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from cloudcoil_sync._internal.throttle import Throttle
 from cloudcoil_sync.client import APIError, TransportError
 
 __all__ = ["LeaseProblems", "advice"]
@@ -64,28 +65,19 @@ class LeaseProblems:
     ) -> None:
         self._name = name
         self._namespace = namespace
-        self._interval = interval
-        self._clock = clock
-        self._last: dict[str, float] = {}
-        self._repeats: dict[str, int] = {}
+        self._throttle = Throttle(interval, clock=clock)
 
     def report(self, error: BaseException, *, creating: bool = False, doing: str = "") -> None:
         """Log `error` with advice: at once the first time, then every `interval`."""
-        kind = f"{type(error).__name__}:{creating}"
-        now = self._clock()
-        last = self._last.get(kind)
-        if last is not None and now - last < self._interval:
-            self._repeats[kind] = self._repeats.get(kind, 0) + 1
+        repeats = self._throttle.passes(f"{type(error).__name__}:{creating}")
+        if repeats is None:
             return
-        repeats = self._repeats.pop(kind, 0)
-        self._last[kind] = now
         text = advice(error, self._name, self._namespace, creating=creating)
         again = f" ({repeats} more attempts failed the same way)" if repeats else ""
         logger.warning("Leader election%s: %s; retrying%s", doing, text, again)
 
     def cleared(self) -> None:
         """The Lease API answered: say so once if problems were reported."""
-        if self._last:
-            self._last.clear()
-            self._repeats.clear()
+        if self._throttle:
+            self._throttle.clear()
             logger.info("Lease %s/%s: the API server answers again", self._namespace, self._name)
