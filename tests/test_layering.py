@@ -121,8 +121,6 @@ def test_layer_rules(importer: str, target: str, wrong: bool) -> None:
 #: The `_internal` modules of other packages that the controller package may import: its
 #: named seams. Everything else it needs of the client is public (`cloudcoil_sync.client`).
 CONTROLLER_SEAMS = {
-    # WriteFence: the term's and each pass's fence, enforced by the client's transport.
-    "cloudcoil_sync.client._internal.fence",
     # build/identify: a model from stored JSON, or a typed InvalidObject naming its fields.
     "cloudcoil_sync.client._internal.invalid",
     # api_error: a watch stream's ERROR event as the typed error of its status.

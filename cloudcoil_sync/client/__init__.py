@@ -41,7 +41,7 @@ from cloudcoil_sync.client._internal.errors import (
     WatchStreamError,
 )
 from cloudcoil_sync.client._internal.exec_auth import ExecProvider
-from cloudcoil_sync.client._internal.fence import WriteFenced, fenced
+from cloudcoil_sync.client._internal.gate import WriteFenced, fenced
 from cloudcoil_sync.client._internal.invalid import InvalidObject
 from cloudcoil_sync.client._internal.rest import UnknownKind
 from cloudcoil_sync.client._internal.watch import Watch, WatchEvent

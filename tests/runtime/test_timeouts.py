@@ -13,9 +13,9 @@ from fake_clock import FakeClock
 from waiting import wait_until
 
 from cloudcoil_sync.client import Config, WriteFenced
-from cloudcoil_sync.client._internal import fence as write_fence
-from cloudcoil_sync.client._internal.fence import WriteFence
+from cloudcoil_sync.client._internal import gate as write_gate
 from cloudcoil_sync.controller import Context, Controller
+from cloudcoil_sync.controller._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.term import Term
 from cloudcoil_sync.testing import Emulator
 
@@ -42,8 +42,8 @@ def test_writes_of_an_abandoned_pass_are_refused_and_the_key_is_retried(
     @controller.reconcile()
     def late(cm: ConfigMap, ctx: Context[ConfigMap]) -> ConfigMap:
         if calls.hit(cm.name or "") == 1:
-            guard = write_fence.current()
-            assert guard is not None
+            guard = write_gate.current()
+            assert isinstance(guard, WriteFence)
             assert guard.wait(LIMIT + 10)  # hang until the pass is abandoned
             try:
                 ctx.client(ConfigMap).raw.create({"metadata": {"name": "late-child"}})

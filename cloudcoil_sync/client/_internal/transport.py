@@ -27,7 +27,7 @@ from urllib3.util.ssl_ import create_urllib3_context
 
 from cloudcoil_sync._compat.requests import set_cookie_jar
 from cloudcoil_sync._compat.urllib3 import connection_pools
-from cloudcoil_sync.client._internal import codec, fence
+from cloudcoil_sync.client._internal import codec, gate
 from cloudcoil_sync.client._internal.auth import Auth
 from cloudcoil_sync.client._internal.errors import APITimeout, TransportError, api_error
 from cloudcoil_sync.client._internal.ratelimit import TokenBucket
@@ -315,14 +315,15 @@ class Transport:
         ``body`` is JSON-encoded unless it is ``bytes``. ``retries`` overrides the policy's
         ``max_retries`` for this call (e.g. 0 for lease renewals bound by a deadline);
         ``connect_timeout`` bounds the connect and TLS handshake of this call; ``accept``
-        replaces the ``Accept`` header (JSON). A write from a thread whose `fence` is closed
-        raises `WriteFenced` unsent.
+        replaces the ``Accept`` header (JSON). A write from a thread with a write gate
+        installed (`fenced`) is sent inside the gate's `write`, which may refuse it
+        (`WriteFenced`, unsent).
         """
         call = _Call(
             params, body, content_type, stream, read_timeout, connect_timeout, retries, accept
         )
-        guard = fence.current()
-        if guard is None or method in fence.READ_METHODS:
+        guard = gate.current()  # the write gate installed on this thread, if any
+        if guard is None or method in gate.READ_METHODS:
             return self._request(method, path, call)
         with guard.write(method, path):
             return self._request(method, path, call)

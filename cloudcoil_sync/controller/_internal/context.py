@@ -11,14 +11,13 @@ children, status, conditions and Events.
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from cloudcoil.resources import Resource
 
+from cloudcoil_sync._internal.slots import ThreadSlot
 from cloudcoil_sync.controller._internal.reporting import ConditionStatus, PassReport
 from cloudcoil_sync.controller._internal.status import get_condition, set_condition, update_status
 from cloudcoil_sync.controller._internal.types import ResourceKey
@@ -37,7 +36,7 @@ EventType = Literal["Normal", "Warning"]
 MAX_EVENTS_PER_PASS = 100
 _REASON = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
-_local = threading.local()
+_active: ThreadSlot[Request[Any]] = ThreadSlot()
 
 
 class PassServices(Protocol):
@@ -77,8 +76,7 @@ class _Staged:
 
 def active() -> Request[Any] | None:
     """The request of the pass running on this thread, if any."""
-    request: Request[Any] | None = getattr(_local, "request", None)
-    return request
+    return _active.get()
 
 
 class Request(Generic[T]):
@@ -242,15 +240,9 @@ class Request(Generic[T]):
 
         return ensure_child(self, desired)
 
-    @contextmanager
-    def running(self) -> Iterator[Request[T]]:
+    def running(self) -> AbstractContextManager[Request[Any] | None]:
         """Make this the thread's active request (for `mutate` without config=)."""
-        previous = getattr(_local, "request", None)
-        _local.request = self
-        try:
-            yield self
-        finally:
-            _local.request = previous
+        return _active.holding(self)
 
 
 class Context(Generic[T]):
@@ -258,18 +250,13 @@ class Context(Generic[T]):
 
     def __init__(self, request: Request[T]) -> None:
         self.request = request
+        # Fixed for the pass (the resource is not: the pass may adopt a returned one).
+        self.namespace: str | None = request.namespace
+        self.config: Config = request.config
 
     @property
     def resource(self) -> T | None:
         return self.request.object
-
-    @property
-    def namespace(self) -> str | None:
-        return self.request.namespace
-
-    @property
-    def config(self) -> Config:
-        return self.request.config
 
     def client(self, resource: type[U], *, namespace: str | None = None) -> ResourceClient[U]:
         """A live, uncached client sharing the operator's pool; default namespace: the

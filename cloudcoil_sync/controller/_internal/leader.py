@@ -60,10 +60,10 @@ from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup
 from cloudcoil_sync._internal.signals import main_slice
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal import budgets
 from cloudcoil_sync.controller._internal.elector import Elector, LeadershipLost
 from cloudcoil_sync.controller._internal.event_relay import relay
+from cloudcoil_sync.controller._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.leader_gate import LeaderGate
 from cloudcoil_sync.controller._internal.leader_options import (
     TIMING_RANGE,

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
-from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.elector import LeadershipLost
+from cloudcoil_sync.controller._internal.fence import WriteFence
 
 __all__ = ["GatedElection", "LeaderGate", "TermBody", "WarmInformers"]
 

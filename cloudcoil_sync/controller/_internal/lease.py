@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cloudcoil_sync.client import AlreadyExists, ClientError, Conflict, NotFound
-from cloudcoil_sync.client._internal.fence import WriteFence
+from cloudcoil_sync.controller._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.lease_problems import LeaseProblems
 from cloudcoil_sync.controller._internal.lease_record import (
     LeaseAPI,

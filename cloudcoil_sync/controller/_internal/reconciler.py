@@ -30,7 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync.client import APIError, Conflict, ResourceClient, TransportError, WriteFenced
-from cloudcoil_sync.client._internal.fence import WriteFence
+from cloudcoil_sync.controller._internal.fence import PassFence
 from cloudcoil_sync.controller._internal.invalid import InvalidObject, build
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.outcome import Outcome, PassFenced, PassTimedOut
@@ -44,14 +44,7 @@ from cloudcoil_sync.controller._internal.types import (
     interpret,
 )
 
-__all__ = [
-    "ABANDONED",
-    "STALE_SNAPSHOT_DELAY",
-    "Handler",
-    "PassFence",
-    "PassHooks",
-    "Reconciler",
-]
+__all__ = ["STALE_SNAPSHOT_DELAY", "Handler", "PassHooks", "Reconciler"]
 
 T = TypeVar("T", bound=Resource)
 JSON = dict[str, Any]
@@ -64,29 +57,6 @@ STALE_SNAPSHOT_DELAY = 1.0
 # Passes are deferred for a stale snapshot only this long after the write.
 STALE_SNAPSHOT_PATIENCE = 5.0
 MAX_REMEMBERED_WRITES = 10_000
-ABANDONED = "the reconcile pass outlived reconcile_timeout and was abandoned"
-
-
-class PassFence(WriteFence):
-    """The one fence of one pass: a child of the term's fence, closed (cause `timeout`) by
-    the watchdog when the pass outlives `reconcile_timeout`.
-
-    `abandoned` and `finished` change under the workers' lock: exactly one of the watchdog
-    (abandoning) and the worker (finishing) settles the key.
-    """
-
-    def __init__(self, key: Any, *, parent: WriteFence | None = None, started: float) -> None:
-        super().__init__(reason=ABANDONED, parent=parent, cause="timeout")
-        self.key = key
-        self.started = started  # on the workers' clock
-        self.expired = False  # the watchdog closed it at reconcile_timeout
-        self.abandoned = False
-        self.finished = False
-
-    def check(self) -> None:
-        """Raise `WriteFenced` (cause `timeout`) once this pass itself was closed."""
-        if self.expired:
-            raise WriteFenced(f"The pass of {self.key} was not written: {self.reason}", "timeout")
 
 
 class PassHooks(Protocol):

@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup
-from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.budgets import WRITE_GRACE
+from cloudcoil_sync.controller._internal.fence import WriteFence
 
 if TYPE_CHECKING:
     from cloudcoil_sync.controller._internal.informer_pool import InformerPool

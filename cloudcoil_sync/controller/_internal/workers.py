@@ -23,12 +23,12 @@ from typing import Any
 
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.client import fenced
-from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.budgets import WRITE_GRACE
+from cloudcoil_sync.controller._internal.fence import PassFence, WriteFence
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.outcome import Outcome
 from cloudcoil_sync.controller._internal.queue import QueueClosed, WorkQueue
-from cloudcoil_sync.controller._internal.reconciler import PassFence, Reconciler
+from cloudcoil_sync.controller._internal.reconciler import Reconciler
 from cloudcoil_sync.controller._internal.types import ResourceKey
 
 __all__ = ["Workers"]

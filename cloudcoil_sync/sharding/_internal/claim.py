@@ -27,8 +27,8 @@ from cloudcoil.models.kubernetes.coordination.v1 import Lease
 from prometheus_client import CollectorRegistry, Counter
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
+from cloudcoil_sync.client import fenced
 from cloudcoil_sync.client._internal.errors import ClientError, Conflict, Invalid, NotFound
-from cloudcoil_sync.client._internal.fence import fenced
 from cloudcoil_sync.sharding._internal.kinds import ShardedKind, informer, placement, synced
 from cloudcoil_sync.sharding._internal.labels import (
     COORDINATOR_MANAGER,

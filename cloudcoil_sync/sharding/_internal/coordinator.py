@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil.resources import Resource
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from cloudcoil_sync.client import fenced
 from cloudcoil_sync.client._internal.errors import ClientError, Conflict, Invalid, NotFound
-from cloudcoil_sync.client._internal.fence import WriteFence, fenced
+from cloudcoil_sync.controller._internal.fence import WriteFence
 from cloudcoil_sync.sharding._internal.claim import Claimer
 from cloudcoil_sync.sharding._internal.kinds import ShardedKind, listed, placement
 from cloudcoil_sync.sharding._internal.labels import (

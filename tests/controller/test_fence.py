@@ -1,4 +1,5 @@
-"""Write fences: a fenced thread's writes are refused unsent, reads still work."""
+"""Write fences (the controller's write gates): a fenced thread's writes are refused unsent,
+reads still work."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import time
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-from cloudcoil_sync.client import Config, WriteFenced
-from cloudcoil_sync.client._internal.fence import WriteFence, current, fenced
+from cloudcoil_sync.client import Config, WriteFenced, fenced
+from cloudcoil_sync.client._internal.gate import current
+from cloudcoil_sync.controller._internal.fence import WriteFence
 from cloudcoil_sync.testing import Emulator
 
 

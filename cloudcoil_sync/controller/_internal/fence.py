@@ -1,15 +1,17 @@
-"""Write fences: refuse API writes from work that was abandoned.
+"""Write fences: the controller's `WriteGate`s, which refuse API writes from work that was
+abandoned or outlived its leadership.
 
 A reconcile pass that outlives `reconcile_timeout` cannot be stopped (threads cannot be
-cancelled). The controller runs each pass inside `fenced(fence)`; once the fence is closed
-(explicitly, or because its deadline passed) every non-read request the pass's thread
-sends through this client raises `WriteFenced` before anything reaches the API server.
-A write already on the wire when the fence closes is not cut short: `close` waits for it.
+cancelled). The workers run each pass inside `fenced(fence)` (the client's write gate, the
+one hook its transport calls before a write); once the fence is closed (explicitly, or
+because its deadline passed) every non-read request the pass's thread sends raises
+`WriteFenced` before anything reaches the API server. A write already on the wire when the
+fence closes is not cut short: `close` waits for it.
 
-Fences nest: a pass's own fence (its `reconcile_timeout`) has the leader term's fence as
-`parent` (closed at `shutdown_timeout`, or once the Lease's renew deadline passes; the elector
-moves that `deadline` forward at each successful renewal). A write is admitted only while
-every fence up the chain is open, and is counted in flight by each of them.
+Fences nest: a pass's own fence (`PassFence`, its `reconcile_timeout`) has the leader term's
+fence as `parent` (closed at `shutdown_timeout`, or once the Lease's renew deadline passes;
+the elector moves that `deadline` forward at each successful renewal). A write is admitted
+only while every fence up the chain is open, and is counted in flight by each of them.
 """
 
 from __future__ import annotations
@@ -18,26 +20,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from cloudcoil_sync.client._internal.errors import ClientError
+from cloudcoil_sync.client import WriteFenced
 
-__all__ = ["READ_METHODS", "WriteFence", "WriteFenced", "current", "fenced"]
+__all__ = ["ABANDONED", "PassFence", "WriteFence"]
 
-READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-_local = threading.local()
-
-
-class WriteFenced(ClientError):
-    """A write from abandoned work (e.g. a pass past `reconcile_timeout`) was not sent.
-
-    `cause` says why the fence that refused it closed: ``timeout`` (reconcile_timeout),
-    ``renew_deadline``, ``leadership_lost``, ``shutdown`` or ``abandoned`` (unspecified).
-    """
-
-    def __init__(self, message: str, cause: str = "abandoned") -> None:
-        super().__init__(message)
-        self.cause = cause
+ABANDONED = "the reconcile pass outlived reconcile_timeout and was abandoned"
 
 
 class WriteFence:
@@ -148,18 +137,21 @@ class WriteFence:
                 self._cond.notify_all()
 
 
-def current() -> WriteFence | None:
-    """The fence guarding this thread's writes, if any."""
-    fence: WriteFence | None = getattr(_local, "fence", None)
-    return fence
+class PassFence(WriteFence):
+    """The one fence of one pass: a child of the term's fence, closed (cause `timeout`) by
+    the watchdog when the pass outlives `reconcile_timeout`.
 
+    `abandoned` and `finished` change under the workers' lock: exactly one of the watchdog
+    (abandoning) and the worker (finishing) settles the key.
+    """
 
-@contextmanager
-def fenced(fence: WriteFence | None) -> Iterator[WriteFence | None]:
-    """Guard the writes this thread sends (through `Transport`) with `fence`."""
-    previous = getattr(_local, "fence", None)
-    _local.fence = fence
-    try:
-        yield fence
-    finally:
-        _local.fence = previous
+    def __init__(self, key: Any, *, parent: WriteFence | None = None, started: float) -> None:
+        super().__init__(reason=ABANDONED, parent=parent, cause="timeout")
+        self.key = key
+        self.started = started  # on the workers' clock
+        self.expired = self.abandoned = self.finished = False  # expired: closed by the watchdog
+
+    def check(self) -> None:
+        """Raise `WriteFenced` (cause `timeout`) once this pass itself was closed."""
+        if self.expired:
+            raise WriteFenced(f"The pass of {self.key} was not written: {self.reason}", "timeout")

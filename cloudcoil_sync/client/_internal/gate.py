@@ -1,0 +1,55 @@
+"""The write gate: the one hook the transport calls before it sends a write.
+
+Whoever runs work on a thread may install a gate for that thread (`fenced(gate)`); every
+non-read request the thread sends through any client is then sent inside
+`gate.write(method, path)`, which may refuse it by raising `WriteFenced` (nothing reaches the
+API server) or track it while it is on the wire. The client knows nothing else of the gate:
+what opens and closes it, and why, belongs to whoever installed it (the controller's
+`WriteFence`, `cloudcoil_sync.controller._internal.fence`). Reads are never gated.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+from cloudcoil_sync._internal.slots import ThreadSlot
+from cloudcoil_sync.client._internal.errors import ClientError
+
+__all__ = ["READ_METHODS", "WriteFenced", "WriteGate", "current", "fenced"]
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class WriteFenced(ClientError):
+    """A write was refused unsent by the gate installed on its thread.
+
+    `cause` is the gate's word for why (the controller's fences say ``timeout`` for a pass
+    past `reconcile_timeout`, ``renew_deadline``, ``leadership_lost``, ``shutdown``, or
+    ``abandoned`` when unspecified).
+    """
+
+    def __init__(self, message: str, cause: str = "abandoned") -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class WriteGate(Protocol):
+    """What the transport asks of an installed gate."""
+
+    def write(self, method: str, path: str) -> AbstractContextManager[None]:
+        """Admit one write for its duration, or raise `WriteFenced` to refuse it."""
+
+
+_installed: ThreadSlot[WriteGate] = ThreadSlot()
+
+
+def current() -> WriteGate | None:
+    """The gate installed on this thread, if any."""
+    return _installed.get()
+
+
+def fenced(fence: WriteGate | None) -> AbstractContextManager[WriteGate | None]:
+    """Send this thread's writes through `fence` (a `WriteGate`; None: ungated) inside the
+    block; the previous gate is restored after it."""
+    return _installed.holding(fence)
