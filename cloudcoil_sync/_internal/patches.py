@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from cloudcoil.resources import Resource
 
-__all__ = ["MutationBase", "diff", "json_diff", "mutation_patch", "pointer"]
+__all__ = ["MutationBase", "diff", "json_diff", "mutation_patch", "pointer", "split_status"]
 
 Patch = list[dict[str, Any]]
 
@@ -152,6 +152,18 @@ def diff(before: Resource, after: Resource) -> Patch:
 
 def _no_copy(value: Any) -> Any:
     return value
+
+
+def _is_status(operation: dict[str, Any]) -> bool:
+    path = str(operation.get("path", ""))
+    return path == "/status" or path.startswith("/status/")
+
+
+def split_status(operations: Patch) -> tuple[Patch, Patch]:
+    """(main operations, status operations) of an unguarded patch."""
+    main = [op for op in operations if not _is_status(op)]
+    status = [op for op in operations if _is_status(op)]
+    return main, status
 
 
 def _wire(resource: Resource) -> dict[str, Any]:

@@ -9,8 +9,9 @@ from cloudcoil.apimachinery import ObjectMeta
 from cloudcoil.resources import Resource
 from pydantic import Field
 
+from cloudcoil_sync._internal.patches import split_status
 from cloudcoil_sync.client import Config, Conflict
-from cloudcoil_sync.controller._internal.persist import persist, split_status, status_only
+from cloudcoil_sync.controller._internal.reconciler import persist, status_only
 from cloudcoil_sync.controller._internal.status import ReconcileStatus, update_status
 from cloudcoil_sync.crd import custom_resource
 

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cloudcoil.resources import Resource
 
-from cloudcoil_sync._internal.patches import diff
+from cloudcoil_sync._internal.patches import diff, split_status
 from cloudcoil_sync.client import Conflict
-from cloudcoil_sync.controller._internal.persist import split_status
 from cloudcoil_sync.controller._internal.types import TerminalError
 
 if TYPE_CHECKING:

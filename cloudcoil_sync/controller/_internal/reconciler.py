@@ -2,9 +2,9 @@
 
 A pass builds the primary model from the informer's JSON once (`None` if absent), gives the
 handler a private copy (parsed from the same bytes: cheaper than a deep copy) and keeps the
-untouched snapshot for the diff, persists what the handler changed (guarded JSON patch,
-status through `/status`), and says what happened. It never touches the queue: `Workers`
-settles the key from the `Outcome` (see `outcome`).
+untouched snapshot for the diff, persists what the handler changed, and says what
+happened. It never touches the queue: `Workers` settles the key from the `Outcome` (see
+`outcome`).
 
 - success: `success`, or `requeue_after` (`Result`, `Wait`);
 - `TerminalError`: failure reported, `terminal` (later events still reconcile);
@@ -17,6 +17,14 @@ cannot be interrupted (threads cannot be cancelled): the watchdog abandons it. I
 (a write already on the wire finishes first; later API writes from its thread are refused
 with `WriteFenced`), and the watchdog's releaser settles its key. When the handler finally
 returns, nothing it produced is written and nothing more is recorded.
+
+Persistence (`persist`, at the end) is the last step of a pass, not a layer of its own: the
+patch is `cloudcoil_sync._internal.patches.diff(snapshot, desired)`, which starts with
+`test` operations on the UID and resourceVersion the pass read, so a concurrent change or a
+replaced object makes the API server refuse it (422, raised as `StaleWrite`) instead of
+being overwritten; spec/metadata and `/status` go in two guarded patches when the kind has
+a status subresource. The write is never rebased onto a fresh read; the next pass retries
+against the newer object.
 """
 
 from __future__ import annotations
@@ -29,22 +37,32 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from cloudcoil.resources import Resource
 
-from cloudcoil_sync.client import APIError, Conflict, ResourceClient, TransportError, WriteFenced
+from cloudcoil_sync._internal.patches import diff, split_status
+from cloudcoil_sync.client import (
+    APIError,
+    Conflict,
+    Invalid,
+    ResourceClient,
+    TransportError,
+    WriteFenced,
+)
 from cloudcoil_sync.controller._internal.fence import PassFence
 from cloudcoil_sync.controller._internal.invalid import InvalidObject, build
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.outcome import Outcome, PassFenced, PassTimedOut
-from cloudcoil_sync.controller._internal.persist import persist, status_only, written_paths
 from cloudcoil_sync.controller._internal.store import encode
 from cloudcoil_sync.controller._internal.term import PassRefused
-from cloudcoil_sync.controller._internal.types import (
-    ResourceKey,
-    TerminalError,
-    Wait,
-    interpret,
-)
+from cloudcoil_sync.controller._internal.types import ResourceKey, TerminalError, Wait, interpret
 
-__all__ = ["STALE_SNAPSHOT_DELAY", "Handler", "PassHooks", "Reconciler"]
+__all__ = [
+    "STALE_SNAPSHOT_DELAY",
+    "Handler",
+    "PassHooks",
+    "Reconciler",
+    "StaleWrite",
+    "persist",
+    "status_only",
+]
 
 T = TypeVar("T", bound=Resource)
 JSON = dict[str, Any]
@@ -355,3 +373,94 @@ def _classified(error: Exception) -> Exception:
     fenced = PassFenced(str(error), error.cause)
     fenced.__cause__ = error
     return fenced
+
+
+# -- guarded persistence ---------------------------------------------------------------------
+
+
+def status_only(snapshot: T, desired: Resource) -> T:
+    """`snapshot` with `desired`'s status: what a failure report may write (nothing else)."""
+    copy = snapshot.model_copy(deep=True)
+    copy.status = getattr(desired, "status", None)  # type: ignore[attr-defined]
+    return copy
+
+
+class StaleWrite(Conflict):
+    """The object changed after the pass read it: the guarded patch was refused."""
+
+
+def _stale(snapshot: Resource, refused: Invalid) -> StaleWrite:
+    what = f"{type(snapshot).__name__} {snapshot.namespace + '/' if snapshot.namespace else ''}"
+    return StaleWrite(
+        refused.status_code,
+        refused.reason,
+        f"{what}{snapshot.name} changed after this pass read it at resourceVersion "
+        f"{snapshot.resource_version}; the write was refused, not merged, and the pass will be "
+        "retried against the newer object",
+        details=refused.details,
+        method=refused.method,
+        url=refused.url,
+    )
+
+
+def written_paths(snapshot: Resource, desired: Resource) -> list[str]:
+    """The JSON pointers `persist` changes (for logs; the guards are left out)."""
+    return [str(op.get("path")) for op in diff(snapshot, desired)[2:]]
+
+
+def persist(
+    client: ResourceClient[Any],
+    snapshot: Resource,
+    desired: Resource,
+    *,
+    status_subresource: bool,
+) -> dict[str, Any] | None:
+    """Write what changed from `snapshot` to `desired`; return the last response or None.
+
+    With a status subresource, spec/metadata go in one guarded patch of the object and
+    status in a second guarded patch of `/status` (at the resourceVersion the first
+    returned). Without one, everything goes in a single patch. A refused guard raises
+    `StaleWrite`.
+    """
+    try:
+        return _persist(client, snapshot, desired, status_subresource=status_subresource)
+    except Invalid as refused:
+        if refused.causes:  # a validation failure of what we wrote, not a moved object
+            raise
+        raise _stale(snapshot, refused) from refused
+
+
+def _persist(
+    client: ResourceClient[Any],
+    snapshot: Resource,
+    desired: Resource,
+    *,
+    status_subresource: bool,
+) -> dict[str, Any] | None:
+    operations = diff(snapshot, desired)
+    if not operations:
+        return None
+    guards, changes = operations[:2], operations[2:]
+    name, namespace = snapshot.name or "", snapshot.namespace
+    raw = client.raw
+    if not status_subresource:
+        return raw.json_patch(name, operations, namespace=namespace)
+    main, status = split_status(changes)
+    response: dict[str, Any] | None = None
+    version = snapshot.resource_version
+    if main:
+        response = raw.json_patch(name, guards + main, namespace=namespace)
+        version = (response.get("metadata") or {}).get("resourceVersion") or version
+        if status and response.get("status") != _status_json(snapshot):
+            raise Conflict(409, "Conflict", "Status changed during resource patch; reconcile again")
+    if status:
+        version_guard = {"op": "test", "path": "/metadata/resourceVersion", "value": version}
+        response = raw.json_patch(
+            name, [guards[0], version_guard, *status], namespace=namespace, subresource="status"
+        )
+    return response
+
+
+def _status_json(resource: Resource) -> Any:
+    dumped = resource.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped.get("status")
