@@ -12,6 +12,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
@@ -81,190 +82,199 @@ class _Registry(CollectorRegistry):
                 yield family
 
 
+class _Family(NamedTuple):
+    """One metric family: its type, name, help text, label names and histogram buckets."""
+
+    type: type[Counter] | type[Gauge] | type[Histogram]
+    name: str
+    help: str
+    labels: tuple[str, ...] = ("controller",)
+    buckets: tuple[float, ...] | None = None
+
+    def declare(self, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
+        if self.buckets is None:
+            return self.type(self.name, self.help, self.labels, registry=registry)
+        return Histogram(self.name, self.help, self.labels, buckets=self.buckets, registry=registry)
+
+
+_QUEUE = ("name", "controller")
+
+#: The families of one operator, by the `OperatorMetrics` attribute that holds each:
+#: controller-runtime's reconcile and webhook families, client-go's workqueue families
+#: (per queue and controller), and the `cloudcoil_*` ones controller-runtime lacks.
+FAMILIES = {
+    "reconcile_total": _Family(
+        Counter,
+        "controller_runtime_reconcile_total",
+        "Total number of reconciliations per controller",
+        ("controller", "result"),
+    ),
+    "reconcile_errors": _Family(
+        Counter,
+        "controller_runtime_reconcile_errors_total",
+        "Total number of reconciliation errors per controller",
+    ),
+    "terminal_errors": _Family(
+        Counter,
+        "controller_runtime_terminal_reconcile_errors_total",
+        "Total number of terminal reconciliation errors per controller",
+    ),
+    "reconcile_timeouts": _Family(
+        Counter,
+        "controller_runtime_reconcile_timeouts_total",
+        "Total number of reconciliation timeouts per controller",
+    ),
+    "reconcile_time": _Family(
+        Histogram,
+        "controller_runtime_reconcile_time_seconds",
+        "Length of time per reconciliation per controller",
+        buckets=RECONCILE_TIME_BUCKETS,
+    ),
+    "max_concurrent": _Family(
+        Gauge,
+        "controller_runtime_max_concurrent_reconciles",
+        "Maximum number of concurrent reconciles per controller",
+    ),
+    "active_workers": _Family(
+        Gauge,
+        "controller_runtime_active_workers",
+        "Number of currently used workers per controller",
+    ),
+    "invalid_objects": _Family(
+        Counter,
+        "cloudcoil_invalid_objects_total",
+        "Objects the model rejected, per controller and where they were read (pass, mapper)",
+        ("controller", "source"),
+    ),
+    "fenced_passes": _Family(
+        Counter,
+        "cloudcoil_fenced_passes_total",
+        "Passes whose writes a closed write fence refused, per controller and cause "
+        "(timeout, renew_deadline, leadership_lost, shutdown)",
+        ("controller", "cause"),
+    ),
+    "mapper_errors": _Family(
+        Counter,
+        "cloudcoil_mapper_errors_total",
+        "Watch mapper calls that raised (the event was dropped), per controller",
+    ),
+    "queue_depth": _Family(
+        Gauge, "workqueue_depth", "Current depth of workqueue", ("name", "controller", "priority")
+    ),
+    "queue_adds": _Family(
+        Counter, "workqueue_adds_total", "Total number of adds handled by workqueue", _QUEUE
+    ),
+    "queue_retries": _Family(
+        Counter, "workqueue_retries_total", "Total number of retries handled by workqueue", _QUEUE
+    ),
+    "queue_duration": _Family(
+        Histogram,
+        "workqueue_queue_duration_seconds",
+        "How long in seconds an item stays in workqueue before being requested",
+        _QUEUE,
+        WORKQUEUE_BUCKETS,
+    ),
+    "work_duration": _Family(
+        Histogram,
+        "workqueue_work_duration_seconds",
+        "How long in seconds processing an item from workqueue takes",
+        _QUEUE,
+        WORKQUEUE_BUCKETS,
+    ),
+    "unfinished_work": _Family(
+        Gauge,
+        "workqueue_unfinished_work_seconds",
+        "How many seconds of work has been done that is in progress and hasn't been "
+        "observed by work_duration. Large values indicate stuck threads. One can deduce "
+        "the number of stuck threads by observing the rate at which this increases.",
+        _QUEUE,
+    ),
+    "longest_running": _Family(
+        Gauge,
+        "workqueue_longest_running_processor_seconds",
+        "How many seconds has the longest running processor for workqueue been running",
+        _QUEUE,
+    ),
+    "webhook_latency": _Family(
+        Histogram,
+        "controller_runtime_webhook_latency_seconds",
+        "Histogram of the latency of processing admission requests",
+        ("webhook",),
+        WORKQUEUE_BUCKETS,
+    ),
+    "webhook_requests": _Family(
+        Counter,
+        "controller_runtime_webhook_requests_total",
+        "Total number of admission requests by HTTP status code",
+        ("webhook", "code"),
+    ),
+    "webhook_in_flight": _Family(
+        Gauge,
+        "controller_runtime_webhook_requests_in_flight",
+        "Current number of admission requests being served",
+        ("webhook",),
+    ),
+    "controller_ready": _Family(
+        Gauge,
+        "cloudcoil_controller_ready",
+        "1 when the controller's informers are synced and its workers run",
+    ),
+    "delayed_keys": _Family(
+        Gauge,
+        "cloudcoil_controller_delayed_keys",
+        "Keys waiting for a retry or a scheduled requeue",
+    ),
+    "manager_healthy": _Family(
+        Gauge, "cloudcoil_manager_healthy", "1 while the manager runs without failure", ()
+    ),
+    "manager_ready": _Family(
+        Gauge,
+        "cloudcoil_manager_ready",
+        "1 when the manager leads (if electing) and every controller is ready",
+        (),
+    ),
+    "manager_informers": _Family(
+        Gauge, "cloudcoil_manager_informers", "Informers the manager runs", ()
+    ),
+}
+
+
 class OperatorMetrics:
-    """All collectors of one Application or Manager."""
+    """All collectors of one Application or Manager: one attribute per family of
+    `FAMILIES`, and `leader_status` (`leader_election_master_status{name}`)."""
+
+    reconcile_total: Counter
+    reconcile_errors: Counter
+    terminal_errors: Counter
+    reconcile_timeouts: Counter
+    reconcile_time: Histogram
+    max_concurrent: Gauge
+    active_workers: Gauge
+    invalid_objects: Counter
+    fenced_passes: Counter
+    mapper_errors: Counter
+    queue_depth: Gauge
+    queue_adds: Counter
+    queue_retries: Counter
+    queue_duration: Histogram
+    work_duration: Histogram
+    unfinished_work: Gauge
+    longest_running: Gauge
+    webhook_latency: Histogram
+    webhook_requests: Counter
+    webhook_in_flight: Gauge
+    controller_ready: Gauge
+    delayed_keys: Gauge
+    manager_healthy: Gauge
+    manager_ready: Gauge
+    manager_informers: Gauge
 
     def __init__(self) -> None:
         self.registry: CollectorRegistry = _Registry(auto_describe=True)
-        self._reconcile_metrics(self.registry)
-        self._problem_metrics(self.registry)
-        self._queue_metrics(self.registry)
-        self._webhook_metrics(self.registry)
-        self._status_metrics(self.registry)
+        for attribute, family in FAMILIES.items():
+            setattr(self, attribute, family.declare(self.registry))
+        self.leader_status = master_status_gauge(self.registry)
         self._controllers: dict[str, ControllerMetrics] = {}
-
-    def _reconcile_metrics(self, r: CollectorRegistry) -> None:
-        """controller-runtime's reconcile families, per controller."""
-        controller = ["controller"]
-        self.reconcile_total = Counter(
-            "controller_runtime_reconcile_total",
-            "Total number of reconciliations per controller",
-            ["controller", "result"],
-            registry=r,
-        )
-        self.reconcile_errors = Counter(
-            "controller_runtime_reconcile_errors_total",
-            "Total number of reconciliation errors per controller",
-            controller,
-            registry=r,
-        )
-        self.terminal_errors = Counter(
-            "controller_runtime_terminal_reconcile_errors_total",
-            "Total number of terminal reconciliation errors per controller",
-            controller,
-            registry=r,
-        )
-        self.reconcile_timeouts = Counter(
-            "controller_runtime_reconcile_timeouts_total",
-            "Total number of reconciliation timeouts per controller",
-            controller,
-            registry=r,
-        )
-        self.reconcile_time = Histogram(
-            "controller_runtime_reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            controller,
-            buckets=RECONCILE_TIME_BUCKETS,
-            registry=r,
-        )
-        self.max_concurrent = Gauge(
-            "controller_runtime_max_concurrent_reconciles",
-            "Maximum number of concurrent reconciles per controller",
-            controller,
-            registry=r,
-        )
-        self.active_workers = Gauge(
-            "controller_runtime_active_workers",
-            "Number of currently used workers per controller",
-            controller,
-            registry=r,
-        )
-
-    def _problem_metrics(self, r: CollectorRegistry) -> None:
-        """What controller-runtime does not count: rejected objects, fences, mappers."""
-        controller = ["controller"]
-        self.invalid_objects = Counter(
-            "cloudcoil_invalid_objects_total",
-            "Objects the model rejected, per controller and where they were read (pass, mapper)",
-            ["controller", "source"],
-            registry=r,
-        )
-        self.fenced_passes = Counter(
-            "cloudcoil_fenced_passes_total",
-            "Passes whose writes a closed write fence refused, per controller and cause "
-            "(timeout, renew_deadline, leadership_lost, shutdown)",
-            ["controller", "cause"],
-            registry=r,
-        )
-        self.mapper_errors = Counter(
-            "cloudcoil_mapper_errors_total",
-            "Watch mapper calls that raised (the event was dropped), per controller",
-            controller,
-            registry=r,
-        )
-
-    def _queue_metrics(self, r: CollectorRegistry) -> None:
-        """client-go's workqueue families, per queue and controller."""
-        queue = ["name", "controller"]
-        self.queue_depth = Gauge(
-            "workqueue_depth",
-            "Current depth of workqueue",
-            ["name", "controller", "priority"],
-            registry=r,
-        )
-        self.queue_adds = Counter(
-            "workqueue_adds_total", "Total number of adds handled by workqueue", queue, registry=r
-        )
-        self.queue_retries = Counter(
-            "workqueue_retries_total",
-            "Total number of retries handled by workqueue",
-            queue,
-            registry=r,
-        )
-        self.queue_duration = Histogram(
-            "workqueue_queue_duration_seconds",
-            "How long in seconds an item stays in workqueue before being requested",
-            queue,
-            buckets=WORKQUEUE_BUCKETS,
-            registry=r,
-        )
-        self.work_duration = Histogram(
-            "workqueue_work_duration_seconds",
-            "How long in seconds processing an item from workqueue takes",
-            queue,
-            buckets=WORKQUEUE_BUCKETS,
-            registry=r,
-        )
-        self.unfinished_work = Gauge(
-            "workqueue_unfinished_work_seconds",
-            "How many seconds of work has been done that is in progress and hasn't been "
-            "observed by work_duration. Large values indicate stuck threads. One can deduce "
-            "the number of stuck threads by observing the rate at which this increases.",
-            queue,
-            registry=r,
-        )
-        self.longest_running = Gauge(
-            "workqueue_longest_running_processor_seconds",
-            "How many seconds has the longest running processor for workqueue been running",
-            queue,
-            registry=r,
-        )
-
-    def _webhook_metrics(self, r: CollectorRegistry) -> None:
-        """controller-runtime's admission webhook families, per path."""
-        self.webhook_latency = Histogram(
-            "controller_runtime_webhook_latency_seconds",
-            "Histogram of the latency of processing admission requests",
-            ["webhook"],
-            buckets=WORKQUEUE_BUCKETS,
-            registry=r,
-        )
-        self.webhook_requests = Counter(
-            "controller_runtime_webhook_requests_total",
-            "Total number of admission requests by HTTP status code",
-            ["webhook", "code"],
-            registry=r,
-        )
-        self.webhook_in_flight = Gauge(
-            "controller_runtime_webhook_requests_in_flight",
-            "Current number of admission requests being served",
-            ["webhook"],
-            registry=r,
-        )
-
-    def _status_metrics(self, r: CollectorRegistry) -> None:
-        """Leader election and readiness of the controllers and the manager."""
-        controller = ["controller"]
-        self.leader_status = Gauge(
-            "leader_election_master_status",
-            "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
-            "backup, 1 indicates master. 'name' is the string used to identify the lease.",
-            ["name"],
-            registry=r,
-        )
-        self.controller_ready = Gauge(
-            "cloudcoil_controller_ready",
-            "1 when the controller's informers are synced and its workers run",
-            controller,
-            registry=r,
-        )
-        self.delayed_keys = Gauge(
-            "cloudcoil_controller_delayed_keys",
-            "Keys waiting for a retry or a scheduled requeue",
-            controller,
-            registry=r,
-        )
-        self.manager_healthy = Gauge(
-            "cloudcoil_manager_healthy", "1 while the manager runs without failure", registry=r
-        )
-        self.manager_ready = Gauge(
-            "cloudcoil_manager_ready",
-            "1 when the manager leads (if electing) and every controller is ready",
-            registry=r,
-        )
-        self.manager_informers = Gauge(
-            "cloudcoil_manager_informers", "Informers the manager runs", registry=r
-        )
 
     def controller(self, name: str, *, workers: int) -> ControllerMetrics:
         """The metrics of one controller; its name must be unique in this registry."""
