@@ -30,6 +30,8 @@ order and the median run stands for the cell.
 
 With ``KUBECONFIG`` set (or ``--kubeconfig``) the contenders run against that cluster instead
 of the emulator (``bench/cluster.py``; ``--emulator`` keeps the emulator).
+Namespaces are named ``ccb-<contender>-<N>-w<workers>``; ``CC_BENCH_NAMESPACE_PREFIX``
+replaces ``ccb`` (a shared cluster: two runs at once must not seed the same namespace).
 """
 
 from __future__ import annotations
@@ -342,7 +344,8 @@ def note(message: str) -> None:
 def run_one(
     emu: Target, name: str, count: int, workers: int, samples: int, run: int = 0
 ) -> dict[str, Any]:
-    namespace = f"ccb-{name}-{count}-w{workers}" + (f"-r{run}" if run else "")
+    prefix = os.environ.get("CC_BENCH_NAMESPACE_PREFIX", "ccb")
+    namespace = f"{prefix}-{name}-{count}-w{workers}" + (f"-r{run}" if run else "")
     note(f"{name}: seeding {count} objects in namespace {namespace}")
     emu.seed(namespace, count)
     emu_cpu0 = emu.cpu()

@@ -8,6 +8,7 @@ but nothing in the product imports ``testing``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,61 @@ def test_the_controller_reaches_other_internals_only_through_its_named_seams() -
         if "._internal" in target and package_of(target) not in ("controller", "", "_internal")
     }
     assert reached <= CONTROLLER_SEAMS, sorted(reached - CONTROLLER_SEAMS)
+
+
+#: The path of one key from watch event to write (docs/architecture.md, "The path of one
+#: key"), top to bottom: each module is handed what it calls below it, never what called it.
+KEY_PATH = (
+    "cloudcoil_sync.controller._internal.informer",
+    "cloudcoil_sync.controller._internal.triggers",
+    "cloudcoil_sync.controller._internal.queue",
+    "cloudcoil_sync.controller._internal.workers",
+    "cloudcoil_sync.controller._internal.reconciler",
+    "cloudcoil_sync.controller._internal.handling",
+    "cloudcoil_sync.client._internal.api",
+    "cloudcoil_sync.client._internal.transport",
+)
+ARCHITECTURE = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), set()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_drawn_path_of_one_key_is_the_checked_one_and_crosses_at_most_eight_modules() -> None:
+    text = ARCHITECTURE.read_text()
+    drawing = text[text.index("## The path of one key") : text.index("`Outcome` (`outcome.py`)")]
+    drawn = dict(re.findall(r"\b([1-9]) (?:client )?(\w+)\.py", drawing))
+    assert [drawn[str(n)] for n in range(1, len(drawn) + 1)] == [
+        module.rsplit(".", 1)[1] for module in KEY_PATH
+    ]
+    assert len(KEY_PATH) <= 8
+
+
+#: The same path as the call stacks it runs on, caller first: the informer thread's, and the
+#: worker thread's (a pass, its write, and the settling of the key with the queue).
+KEY_STACKS = (
+    ("informer", "triggers", "queue"),
+    ("workers", "reconciler", "handling"),
+    ("workers", "reconciler", "api", "transport"),
+    ("workers", "queue"),
+)
+
+
+def test_no_module_on_the_path_of_one_key_imports_one_that_calls_it() -> None:
+    graph = import_graph()
+    by_name = {module.rsplit(".", 1)[1]: module for module in KEY_PATH}
+    assert {name for stack in KEY_STACKS for name in stack} == set(by_name)
+    for stack in KEY_STACKS:
+        for depth, name in enumerate(stack):
+            callers = {by_name[caller] for caller in stack[:depth]}
+            assert by_name[name] in graph
+            assert not reachable(graph, by_name[name]) & callers, f"{name} reaches back up"

@@ -14,7 +14,15 @@ from typing import Any, Final
 
 from cloudcoil.resources import Resource
 
-__all__ = ["MutationBase", "diff", "json_diff", "mutation_patch", "pointer", "split_status"]
+__all__ = [
+    "MutationBase",
+    "diff",
+    "json_diff",
+    "merge_patch",
+    "mutation_patch",
+    "pointer",
+    "split_status",
+]
 
 Patch = list[dict[str, Any]]
 
@@ -152,6 +160,20 @@ def diff(before: Resource, after: Resource) -> Patch:
 
 def _no_copy(value: Any) -> Any:
     return value
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 applied to `target` (unchanged): objects merge recursively, ``null``
+    deletes, anything else replaces (copied)."""
+    if not isinstance(patch, dict):
+        return deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
 
 
 def _is_status(operation: dict[str, Any]) -> bool:

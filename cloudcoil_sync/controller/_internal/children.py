@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cloudcoil.resources import Resource
 
-from cloudcoil_sync._internal.patches import json_diff
+from cloudcoil_sync._internal.patches import json_diff, merge_patch
 from cloudcoil_sync.client import Conflict, NotFound
 from cloudcoil_sync.controller._internal.invalid import build
 from cloudcoil_sync.controller._internal.types import TerminalError
@@ -38,7 +38,10 @@ _FORBIDDEN = ("uid", "resourceVersion", "ownerReferences")
 logger = logging.getLogger(__name__)
 
 
-class _Informers(Protocol):
+class _Services(Protocol):
+    @property
+    def config(self) -> Config: ...
+
     def informer_for(self, resource: type[Any]) -> Informer: ...
 
 
@@ -51,10 +54,7 @@ class Pass(Protocol):
     def object(self) -> Any: ...
 
     @property
-    def config(self) -> Config: ...
-
-    @property
-    def services(self) -> _Informers: ...
+    def services(self) -> _Services: ...
 
 
 def controller_reference(parent: Resource) -> JSON:
@@ -76,19 +76,6 @@ def _controlled_by(child: Mapping[str, Any], parent_uid: str) -> bool:
     return any(r.get("controller") and r.get("uid") == parent_uid for r in references)
 
 
-def _merge(live: Any, desired: Any) -> Any:
-    """Maps merge recursively, None removes, everything else replaces."""
-    if not isinstance(live, dict) or not isinstance(desired, dict):
-        return desired
-    merged = dict(live)
-    for key, value in desired.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = _merge(live.get(key), value)
-    return merged
-
-
 def ensure_child(request: Pass, desired: U) -> U:
     """Create or update `desired` as a child controlled by the request's primary."""
     parent = request.object
@@ -101,7 +88,7 @@ def ensure_child(request: Pass, desired: U) -> U:
         raise TypeError("ensure expects a Resource model")
     body = _child_body(desired)
     kind = type(desired)
-    api = request.config.client(kind)
+    api = request.services.config.client(kind)
     name, namespace = _place(body["metadata"], metadata, kind, namespaced=api.mapping.namespaced)
     request.ensured.add((kind, namespace, name))
     raw = api.raw
@@ -158,7 +145,7 @@ def _place(
 
 def _update(raw: Any, live: JSON, body: JSON, *, name: str, namespace: str | None) -> JSON:
     """Patch `live` towards `body`, guarded by its uid and resourceVersion (or keep it)."""
-    operations = json_diff(live, _merge(live, body))
+    operations = json_diff(live, merge_patch(live, body))
     if not operations:
         return live
     live_meta = live.get("metadata") or {}
@@ -186,7 +173,7 @@ def prune_children(request: Pass, kinds: tuple[type[Resource], ...]) -> int:
         return 0
     deleted = 0
     for kind in kinds:
-        api = request.config.client(kind).raw
+        api = request.services.config.client(kind).raw
         scope = metadata.namespace if api.mapping.namespaced else None
         informer = request.services.informer_for(kind)
         for child in informer.store.list(scope):

@@ -93,6 +93,8 @@ class Request(Generic[T]):
         """`original` is the untouched snapshot the pass started from (read only: the pass
         diffs against it); without it the original is a deep copy of `resource`."""
         self.key = key
+        self.name: str = key.name
+        self.namespace: str | None = key.namespace
         self.report = PassReport()
         self.completed = False
         self.events: list[QueuedEvent] = []
@@ -123,14 +125,6 @@ class Request(Generic[T]):
     def original(self) -> T | None:
         """The untouched snapshot the pass started from (do not modify it)."""
         return self._original
-
-    @property
-    def name(self) -> str:
-        return self.key.name
-
-    @property
-    def namespace(self) -> str | None:
-        return self.key.namespace
 
     @property
     def config(self) -> Config:

@@ -163,10 +163,10 @@ class Controller(Generic[T]):
         sync_timeout: float = 30,
         shutdown_timeout: float = 10,
         reconcile_timeout: float | None = None,
+        slow_pass_warning: float | None = 30,
         events: bool | EventRecorder = True,
         status_updates: bool | None = None,
         event_flush_timeout: float = 2,
-        slow_pass_warning: float | None = 30,
     ) -> None:
         install_for_script()
         _check_types(resource, reconcile, label_selector, events, status_updates)

@@ -47,8 +47,7 @@ class Elector:
         self.machine = machine
         self._on_exit = on_exit
         self._on_leading = on_leading
-        self._stopping = False
-        self._watch_denied = False
+        self._stopping = self._watch_denied = False
         self._thread = threading.Thread(
             target=self._main, name=f"cloudcoil-lease-{machine.settings.name}", daemon=True
         )

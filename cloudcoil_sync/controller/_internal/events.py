@@ -66,8 +66,7 @@ class EventRecorder:
         if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
             raise ValueError("max_keys must be a positive integer")
         self.reporting_controller = reporting_controller
-        self.interval = interval
-        self.max_keys = max_keys
+        self.interval, self.max_keys = interval, max_keys  # the dedup window and its LRU
         self.timeout = timeout
         self.namespace = namespace
         self.config = config

@@ -40,22 +40,22 @@ class PassHandler:
     def __init__(
         self,
         controller: Controller[Any],
-        *,
         services: PassServices,
-        client: ResourceClient[Any],
+        marks: rejects.Marks,
+        *,
         term: Term,
         shard: Share | None,
-        recorder: EventRecorder | None,
-        marks: rejects.Marks,
     ) -> None:
+        """`marks` says what a pass cannot do on the object, through the primary kind's
+        client and the Event recorder, which the handler uses too."""
         self._controller = controller
         self._services = services
-        self._client = client
-        self._kind = client.mapping.kind
+        self._marks = marks
+        self._client: ResourceClient[Any] = marks.client
+        self._recorder: EventRecorder | None = marks.recorder
+        self._kind = self._client.mapping.kind
         self._term = term
         self._shard = shard
-        self._recorder = recorder
-        self._marks = marks
         self._pruned = controller.pruned
         self._lock = threading.Lock()
         self._passes: dict[ResourceKey, Request[Any]] = {}

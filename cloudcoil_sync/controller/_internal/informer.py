@@ -102,22 +102,18 @@ class Informer:
         self.store = Store(indexers)
         self._source = source
         self._resync_period = resync_period
-        self._page_size = page_size
-        self._watch_timeout = watch_timeout
+        self._page_size, self._watch_timeout = page_size, watch_timeout  # list page, watch
         self._strip_managed_fields = strip_managed_fields
         self._on_failure = on_failure
         self._on_synced = on_synced  # an owner waiting on its own condition is told
         self._on_exit: ExitCallback | None = None
-        self._min_backoff = min_backoff
-        self._max_backoff = max_backoff
+        self._backoff = (min_backoff, max_backoff)  # after a failed list or watch
         self._clock = clock
         self._handlers: list[_Handler] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._state = threading.Condition()
-        self._synced = False
-        self._finished = False
-        self._resync_requested = False
+        self._synced = self._finished = self._resync_requested = False
         self._thread: threading.Thread | None = None
         self._watch: WatchStream | None = None
         self._resource_version = ""
@@ -297,10 +293,11 @@ class Informer:
     def _back_off(
         self, failures: int, error: object, hint: float | None, *, quiet: bool = False
     ) -> None:
-        delay = min(self._max_backoff, self._min_backoff * 2 ** min(failures - 1, 16))
+        shortest, longest = self._backoff
+        delay = min(longest, shortest * 2 ** min(failures - 1, 16))
         delay *= random.uniform(0.9, 1.1)
         if hint is not None:
-            delay = max(delay, min(hint, self._max_backoff))
+            delay = max(delay, min(hint, longest))
         level = logging.DEBUG if quiet and failures < 3 else logging.WARNING
         logger.log(level, "Informer %s: %s; retrying in %.2fs", self.name, error, delay)
         self._stop.wait(delay)

@@ -3,6 +3,7 @@ the same view (kind, namespace, label selector)."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -43,8 +44,10 @@ class InformerPool:
     ) -> None:
         self.config = config
         self._on_synced = on_synced
-        self._page_size = page_size
-        self._watch_timeout = watch_timeout
+        # Every informer of the pool reads with the same page size and watch timeout.
+        self._new_informer = functools.partial(
+            Informer, page_size=page_size, watch_timeout=watch_timeout
+        )
         self._lock = threading.Lock()
         self._informers: dict[InformerKey, Informer] = {}
         self._subscribers: dict[InformerKey, list[Callable[[BaseException], None]]] = {}
@@ -69,12 +72,10 @@ class InformerPool:
             if informer is None:
                 source = ClientListWatch(client, namespace=scope, label_selector=label_selector)
                 label = mapping.plural + (f"@{scope}" if scope else "")
-                informer = Informer(
+                informer = self._new_informer(
                     source,
                     name=label + (f"?{label_selector}" if label_selector else ""),
                     resync_period=resync_period,
-                    page_size=self._page_size,
-                    watch_timeout=self._watch_timeout,
                     on_failure=lambda error, key=key: self._failed(key, error),  # type: ignore[misc]
                     on_synced=self._on_synced,
                 )

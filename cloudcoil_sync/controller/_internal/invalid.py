@@ -177,13 +177,14 @@ def timeout_message(limit: float) -> str:
 
 class Marks:
     """What a controller says on objects it cannot reconcile: `Ready=False` with a reason
-    (when it reports status), a Warning Event, and (rejected objects) one log line."""
+    (when it reports status), a Warning Event, and (rejected objects) one log line; through
+    its primary kind's `client` and its Event `recorder` (None: no Events)."""
 
     def __init__(
         self, client: Any, recorder: Any, controller: Any, where: str, log: logging.Logger
     ) -> None:
-        self._client = client
-        self._recorder = recorder
+        self.client = client
+        self.recorder = recorder
         self._model = controller.resource.__name__
         self._conditions = bool(controller.report_status)
         self._where = where
@@ -192,10 +193,8 @@ class Marks:
     def invalid(self, raw: Mapping[str, Any], error: InvalidObject) -> None:
         self.reports.report(error, self._where, "not reconciled until it changes")
         message = invalid_message(self._model, error)
-        mark(
-            self._client, self._recorder, raw, INVALID_REASON, message, conditions=self._conditions
-        )
+        mark(self.client, self.recorder, raw, INVALID_REASON, message, conditions=self._conditions)
 
     def timed_out(self, raw: Mapping[str, Any], limit: float) -> None:
         message = timeout_message(limit)
-        mark(self._client, self._recorder, raw, TIMED_OUT, message, conditions=self._conditions)
+        mark(self.client, self.recorder, raw, TIMED_OUT, message, conditions=self._conditions)

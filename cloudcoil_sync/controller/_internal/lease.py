@@ -46,8 +46,8 @@ __all__ = ["Action", "LeaseMachine", "LeaseSettings", "Plan", "State"]
 logger = logging.getLogger("cloudcoil_sync.controller.leader")
 
 State = Literal["idle", "acquiring", "holding", "leading", "lost", "stopped"]
+_HOLDING = ("holding", "leading")  # the states in which the Lease is ours
 Action = Literal["idle", "acquire", "renew", "wait", "lost", "stopped"]
-_HOLDING = ("holding", "leading")
 
 
 @dataclass(frozen=True)

@@ -56,33 +56,27 @@ class ClientListWatch:
         self,
         client: ResourceClient[Any],
         *,
+        metadata: bool = False,
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        metadata: bool = False,
     ) -> None:
         self._client = client.metadata if metadata else client.raw
-        self._namespace = namespace
-        self._all = namespace is None
-        self._label_selector = label_selector
-        self._field_selector = field_selector
+        # What the list and the watch both read: the same scope and selectors.
+        self._scope: dict[str, Any] = {
+            "namespace": namespace,
+            "all_namespaces": namespace is None,
+            "label_selector": label_selector,
+            "field_selector": field_selector,
+        }
 
     def pages(self, *, limit: int) -> Iterator[tuple[list[JSON], str]]:
-        for page in self._client.pages(
-            namespace=self._namespace,
-            all_namespaces=self._all,
-            label_selector=self._label_selector,
-            field_selector=self._field_selector,
-            limit=limit,
-        ):
+        for page in self._client.pages(**self._scope, limit=limit):
             yield page.items, page.resource_version
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> WatchStream:
         watch = self._client.watch(
-            namespace=self._namespace,
-            all_namespaces=self._all,
-            label_selector=self._label_selector,
-            field_selector=self._field_selector,
+            **self._scope,
             resource_version=resource_version,
             timeout_seconds=timeout_seconds,
             allow_bookmarks=True,

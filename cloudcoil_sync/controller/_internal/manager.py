@@ -77,11 +77,12 @@ class Manager:
         leader_election: LeaderElection | None = None,
         health: HealthServer | None = None,
         leader_lifespan: LeaderLifespan | None = None,
+        also_stop: Sequence[threading.Event] = (),
         metrics: OperatorMetrics | None = None,
         shard: Share | None = None,
-        also_stop: Sequence[threading.Event] = (),
     ) -> None:
         self.names = _names(controllers)
+        self.controllers = controllers
         configs = (config, *(c.config for c in controllers))
         check_overlap(controllers, next((c.namespace for c in configs if c is not None), None))
         if leader_election is not None and not isinstance(leader_election, LeaderElection):
@@ -90,12 +91,12 @@ class Manager:
             raise TypeError("health must be a HealthServer or None")
         if leader_lifespan is not None and leader_election is None:
             raise ValueError("A leader lifespan requires leader election")
-        self.controllers = controllers
         self.config = config
         self.leader_election = leader_election
         self.health = health
         self._leader_lifespan = leader_lifespan
         self._metrics = metrics or OperatorMetrics()
+        self.registry: CollectorRegistry = self._metrics.registry
         self._metrics.manager(
             healthy=self.healthy,
             ready=lambda: self.ready,
@@ -105,9 +106,7 @@ class Manager:
             leader_election.bind_metrics(self._metrics.registry)
         self._also_stop = tuple(also_stop)
         self._lock = threading.Condition()
-        self._used = False
-        self._running = False
-        self._finished = False
+        self._used = self._running = self._finished = False
         self._failure: BaseException | None = None
         self._fatal: BaseException | None = None
         self._stopping = False  # the term drains, or the manager stops: not ready
@@ -162,10 +161,6 @@ class Manager:
     def informer_count(self) -> int:
         """Distinct informers this manager runs (0 on a standby)."""
         return self._set.informer_count
-
-    @property
-    def registry(self) -> CollectorRegistry:
-        return self._metrics.registry
 
     @property
     def failure(self) -> BaseException | None:

@@ -128,8 +128,7 @@ class Reconciler(Generic[T]):
         self.resource = resource
         self.name = name
         self._handler = handler
-        self._lookup = lookup
-        self._client = client
+        self._lookup, self._client = lookup, client  # where a pass reads, where it writes
         self._metrics = metrics
         self._hooks: PassHooks = hooks or _NoHooks()
         self._log = logging.getLogger(f"cloudcoil_sync.controller.{name}")

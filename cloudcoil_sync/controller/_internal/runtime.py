@@ -12,7 +12,7 @@ updates are ignored unless `status_updates`), owned children key their controlle
 watched dependencies key what the mapper returns (`mapping`: mappers run once the caches
 synced; a mapper exception is logged and the event dropped). A pass runs the finalizer
 step, the controller's handlers, then stages its status onto what the handler returned; the
-worker persists it; failures report status through `PassHooks`; queued Events are flushed
+reconciler persists it; failures report status through `PassHooks`; queued Events are flushed
 once the pass has settled. A primary the model rejects is reported on the object
 (`invalid`) and not retried until it changes; a pass abandoned at reconcile_timeout is too.
 """
@@ -72,9 +72,9 @@ class ControllerRuntime:
         on_fatal: Callable[[BaseException], None] | None = None,
         base_delay: float = 1.0,
         max_delay: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
         term: Term | None = None,
         shard: Share | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Attach to `controller` and register informer handlers (no I/O, no threads).
 
@@ -175,13 +175,7 @@ class ControllerRuntime:
         where = f"Controller {self.name}"
         marks = rejects.Marks(self._client, self.recorder, self.controller, where, self.log)
         handler = PassHandler(
-            self.controller,
-            services=self.caches,
-            client=self._client,
-            term=self.term,
-            shard=self._shard,
-            recorder=self.recorder,
-            marks=marks,
+            self.controller, self.caches, marks, term=self.term, shard=self._shard
         )
         store = self.primary.store
         reconciler: Reconciler[Any] = Reconciler(

@@ -49,21 +49,20 @@ class _Queue(Protocol):
 class TermRuntime(Protocol):
     """What a term needs of a `ControllerRuntime` (a Protocol: runtime imports term)."""
 
-    @property
-    def name(self) -> str: ...
+    name: str
 
     @property
     def queue(self) -> _Queue: ...
+
+    def start(self, on_exit: ExitCallback | None = None, *, wait: bool = False) -> None: ...
+
+    def stop(self, timeout: float | None = None) -> bool: ...
 
     @property
     def ready(self) -> bool: ...
 
     @property
     def fatal_error(self) -> BaseException | None: ...
-
-    def start(self, on_exit: ExitCallback | None = None, *, wait: bool = False) -> None: ...
-
-    def stop(self, timeout: float | None = None) -> bool: ...
 
 
 R = TypeVar("R", bound=TermRuntime)

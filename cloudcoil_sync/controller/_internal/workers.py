@@ -57,8 +57,7 @@ class Workers:
         self._reconciler = reconciler
         self._queue = queue
         self._workers = workers
-        self._timeout = reconcile_timeout
-        self._slow = slow_pass_warning
+        self._timeout, self._slow = reconcile_timeout, slow_pass_warning  # the watchdog's
         self._clock = clock
         self._running: dict[threading.Thread, tuple[Any, float]] = {}  # passes in flight
         self._warned: set[tuple[threading.Thread, float]] = set()
@@ -71,8 +70,7 @@ class Workers:
         self._active: dict[threading.Thread, PassFence] = {}
         self._retired: set[threading.Thread] = set()
         self._releasing: set[threading.Thread] = set()
-        self._stopping = False
-        self._started = False
+        self._stopping = self._started = False
         self._serial = 0
         self._watchdog: threading.Thread | None = None
 

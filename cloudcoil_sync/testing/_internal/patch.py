@@ -5,9 +5,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from cloudcoil_sync._internal.patches import merge_patch
 from cloudcoil_sync.testing._internal.status import ApiError
 
 __all__ = ["PatchError", "apply_json_patch", "apply_merge_patch"]
+
+apply_merge_patch = merge_patch  # RFC 7386: the one the product uses too
 
 
 class PatchError(ApiError):
@@ -165,16 +168,3 @@ def apply_json_patch(doc: Any, ops: Any) -> Any:
         else:
             raise PatchError(f"unknown operation {kind!r}")
     return target.root
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge recursively, ``null`` deletes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = apply_merge_patch(result.get(key), value)
-    return result
