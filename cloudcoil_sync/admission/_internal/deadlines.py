@@ -20,10 +20,14 @@ from collections.abc import Callable
 
 from cloudcoil_sync._internal.service import joined
 
-__all__ = ["Timer", "Watchdog"]
+__all__ = ["LATE_ANSWER", "Timer", "Watchdog"]
 
 log = logging.getLogger("cloudcoil_sync.admission")
 
+#: The WSGI environ key of the host's late-answer hook (``channel.Channel.answer_late``):
+#: the admission app schedules its 504 through it (defined here, not in the channel, so
+#: that the app can name it without importing waitress).
+LATE_ANSWER = "cloudcoil.late_answer"
 _PENDING, _CANCELLED, _FIRED = 0, 1, 2
 _IDLE_STEP = 1.0
 
