@@ -29,6 +29,8 @@ log = logging.getLogger("cloudcoil_sync.admission")
 #: that the app can name it without importing waitress).
 LATE_ANSWER = "cloudcoil.late_answer"
 _PENDING, _CANCELLED, _FIRED = 0, 1, 2
+# While busy, the thread wakes this often instead of per schedule (a GIL hand-off per
+# request otherwise): see docs/architecture.md, "What polls and why".
 _IDLE_STEP = 1.0
 
 

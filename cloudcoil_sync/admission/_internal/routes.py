@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.callables import function_name, is_async, parameters
-from cloudcoil_sync._internal.endpoints import PATHS
 from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.admission._internal.configurations import webhook_configurations
 from cloudcoil_sync.admission._internal.decorators import admission_methods
@@ -33,11 +32,9 @@ if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
-HEALTH_PATHS = PATHS  # the operator endpoints: no admission route may take one
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 
 __all__ = [
-    "HEALTH_PATHS",
     "AdmissionRoutes",
     "Route",
     "RouteTable",
