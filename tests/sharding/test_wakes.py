@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from waiting import wait_until
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.client._internal.fence import WriteFence
 from cloudcoil_sync.controller._internal.event_relay import StopEvent
+from cloudcoil_sync.controller._internal.store import Store
 from cloudcoil_sync.sharding import Sharding
 from cloudcoil_sync.sharding._internal import claim, coordinator
 from cloudcoil_sync.sharding._internal.claim import Claimer
@@ -162,3 +164,29 @@ def test_the_claimer_sleeps_until_settled_then_until_a_live_lease_can_expire(clo
         assert made.live == {"a"} and made._idle() == 8.0
     finally:
         config.close()
+
+
+def test_a_fallback_assignment_that_failed_is_due_again_one_grace_later(
+    monkeypatch: pytest.MonkeyPatch, clock: Clock
+) -> None:
+    sharding = Sharding("ring", identity="a", grace=GRACE, settle=SETTLE)
+    metrics = CoordinatorMetrics("ring", CollectorRegistry(auto_describe=True))
+    claimer = FakeClaimer({"a", "b"})
+    claimer.identity = "nobody"  # every target is another replica's: the fallback moves it
+    unplaced = {"metadata": {"name": "cm", "namespace": "default", "labels": {"app": "x"}}}
+    store = Store()
+    store.put(unplaced)
+    claimer.views = [SimpleNamespace(store=store)]  # type: ignore[attr-defined]
+    made = Coordinator(sharding, Any, claimer, metrics)  # type: ignore[arg-type]
+    made.live = claimer.live
+    sent: list[Any] = []
+    monkeypatch.setattr(made, "_send_all", lambda sender, fence, moves: sent.extend(moves) or [])
+    made._seen(0, unplaced)
+    assert made._fallback(None, None, clock.now) == GRACE  # type: ignore[arg-type]
+    assert sent == []  # not due yet
+    clock.now += GRACE
+    # Due and sent, but refused (fenced, changed): pending again, due one grace from now,
+    # with nothing else to wake the coordinator before then.
+    assert made._fallback(None, None, clock.now) == GRACE  # type: ignore[arg-type]
+    assert [move[0].reason for move in sent] == ["new"]
+    assert list(made._pending.values()) == [clock.now]

@@ -277,10 +277,11 @@ class Coordinator:
                     moves.append((action, kind.resource, obj))
                     keys[action.ref] = key
         applied = {action.ref for action in self._send_all(sender, fence, moves)}
+        again = keys.keys() - applied
         with self._lock:  # not applied (fenced, refused, changed): due again after the grace
-            for ref in keys.keys() - applied:
+            for ref in again:
                 self._pending.setdefault(keys[ref], time.monotonic())
-        return max(0.01, wait)
+        return max(0.01, min(wait, self.grace) if again else wait)
 
     def _send_all(
         self, sender: ThreadPoolExecutor, fence: WriteFence, moves: Iterable[Move]
