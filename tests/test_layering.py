@@ -8,6 +8,7 @@ but nothing in the product imports ``testing``.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -133,15 +134,90 @@ CONTROLLER_SEAMS = {
 }
 
 
+#: Every package's named seams: the `_internal` modules of another package it may import, each
+#: with why. Everything else it needs of another package goes through that package's facade
+#: (`from cloudcoil_sync.client import Conflict`). `cloudcoil_sync._internal` is shared by
+#: every package by design (service, endpoints, patches, ...). `testing` (the emulator, a fake
+#: API server) may use any package's public names, and of their internals only its seams here.
+SEAMS: dict[str, dict[str, str]] = {
+    "client": {},
+    "crd": {},
+    "controller": {seam: "see CONTROLLER_SEAMS" for seam in CONTROLLER_SEAMS},
+    "admission": {
+        "cloudcoil_sync.client._internal.rest": "lookup: a built-in kind's plural and scope "
+        "for a route's rules, offline",
+        "cloudcoil_sync.crd._internal.decorator": "resource_options: a custom resource's plural "
+        "and scope for a route's rules",
+    },
+    "sharding": {
+        "cloudcoil_sync.controller._internal.fence": "WriteFence: the ring Lease's fence, "
+        "which the coordinator checks between rounds (its writes go through `fenced`)",
+        "cloudcoil_sync.controller._internal.event_relay": "StopEvent, relay: a stop event that "
+        "wakes the ring election's and the coordinator's waits",
+        "cloudcoil_sync.controller._internal.informer": "Informer: the claimer's and the shard's "
+        "watches (shard Leases, unplaced objects), as the controllers' informers",
+    },
+    "application": {
+        "cloudcoil_sync.admission._internal.configurations": "webhook_configurations: the "
+        "Mutating/ValidatingWebhookConfigurations of the manifests",
+        "cloudcoil_sync.admission._internal.decorators": "admission_methods: "
+        "Application.validate/mutate are the admission decorators",
+        "cloudcoil_sync.admission._internal.hosting": "webhook_host: the admission app, "
+        "instrumented, behind the TLS host with its /metrics access, built in one place",
+        "cloudcoil_sync.admission._internal.limits": "ConnectionLimits: public in application, "
+        "defined where the webhook host enforces it",
+        "cloudcoil_sync.admission._internal.route": "Route, build_route, gvk_key: the placing "
+        "webhook's route and the manifests' view of routes",
+        "cloudcoil_sync.admission._internal.routes": "AdmissionRoutes, ScopedAdmission: the "
+        "application's route table, merged with its controllers'",
+        "cloudcoil_sync.client._internal.rest": "lookup: RBAC rules for built-in kinds, offline",
+        "cloudcoil_sync.controller._internal.budgets": "the stop budgets the application adds "
+        "its own to (margins, the write grace in the Pod's grace period)",
+        "cloudcoil_sync.controller._internal.cache": "LabelSelector: the placing webhook matches "
+        "a controller's selector as its informer does",
+        "cloudcoil_sync.controller._internal.health": "HealthServer, public, still typed from "
+        "here by manifests.py (left to the ManifestOptions part of issue 38)",
+        "cloudcoil_sync.controller._internal.metrics": "OperatorMetrics: one registry for the "
+        "manager, the webhook and the ring",
+        "cloudcoil_sync.controller._internal.overlap": "check_overlap: two controllers of one "
+        "kind, checked across the application",
+        "cloudcoil_sync.crd._internal.decorator": "resource_options: a custom resource's plural "
+        "and scope for RBAC, routes and the scope check",
+        "cloudcoil_sync.sharding._internal.kinds": "ShardedKind, primary_kind: the kinds the "
+        "placing webhook places",
+        "cloudcoil_sync.sharding._internal.replica": "shard_members, ring_members: a sharded "
+        "replica's parts, built in one place",
+    },
+    "testing": {
+        "cloudcoil_sync.client._internal.codec": "the emulator reads and writes JSON with the "
+        "client's codec (orjson, the same strictness)",
+        "cloudcoil_sync.client._internal.rest": "builtin_mappings: the emulator serves the "
+        "built-in kinds the client maps",
+    },
+}
+
+
+@functools.cache
+def source_reaches() -> dict[str, set[str]]:
+    """`reached_internals` of the source, read once for the tests below."""
+    return reached_internals(import_graph())
+
+
+def reached_internals(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """package → the `_internal` modules of other packages its modules import."""
+    reached: dict[str, set[str]] = {package: set() for package in PACKAGES}
+    for importer, targets in graph.items():
+        source = package_of(importer)
+        if source not in PACKAGES or importer == f"{PACKAGE}.{source}":
+            continue  # a facade re-exports its own package's names
+        for target in targets:
+            if "._internal" in target and package_of(target) not in (source, "", "_internal"):
+                reached[source].add(target)
+    return reached
+
+
 def test_the_controller_reaches_other_internals_only_through_its_named_seams() -> None:
-    reached = {
-        target
-        for importer, targets in import_graph().items()
-        if package_of(importer) == "controller"
-        for target in targets
-        # cloudcoil_sync._internal is shared by every package by design (service, patches, ...)
-        if "._internal" in target and package_of(target) not in ("controller", "", "_internal")
-    }
+    reached = source_reaches()["controller"]
     assert reached <= CONTROLLER_SEAMS, sorted(reached - CONTROLLER_SEAMS)
 
 
@@ -201,3 +277,29 @@ def test_no_module_on_the_path_of_one_key_imports_one_that_calls_it() -> None:
             callers = {by_name[caller] for caller in stack[:depth]}
             assert by_name[name] in graph
             assert not reachable(graph, by_name[name]) & callers, f"{name} reaches back up"
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_each_package_reaches_other_internals_only_through_its_named_seams(package: str) -> None:
+    """Exactly the listed seams: a new one must be named (with why), a seam no longer used
+    must be struck off."""
+    assert source_reaches()[package] == set(SEAMS[package])
+
+
+def test_every_seam_says_why_in_a_line() -> None:
+    assert set(SEAMS) == PACKAGES
+    for package, seams in SEAMS.items():
+        for seam, why in seams.items():
+            assert package_of(seam) not in (package, "", "_internal") and "._internal." in seam
+            assert why.strip() and "\n" not in why and len(why) < 160, seam
+
+
+def test_a_new_reach_into_another_internal_is_caught() -> None:
+    graph = {
+        "cloudcoil_sync.sharding._internal.claim": {"cloudcoil_sync.client._internal.transport"},
+        "cloudcoil_sync.client": {"cloudcoil_sync.client._internal.api"},
+        "cloudcoil_sync.crd._internal.schema": {"cloudcoil_sync._internal.names"},
+    }
+    reached = reached_internals(graph)
+    assert reached["sharding"] == {"cloudcoil_sync.client._internal.transport"}
+    assert reached["client"] == reached["crd"] == set()

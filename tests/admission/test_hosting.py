@@ -242,7 +242,7 @@ def test_health_and_metrics_on_the_same_listener(
     )
     assert get(host, client_context, "/controllers/readyz")[:2] == (200, b"ok\n")
     state.update(healthy=False, ready=True)
-    assert get(host, client_context, "/healthz")[:2] == (503, b"not ready\n")
+    assert get(host, client_context, "/healthz")[:2] == (503, b"unhealthy\n")
     assert get(host, client_context, "/readyz")[:2] == (200, b"ok\n")
     status, body, content_type = get(host, client_context, "/metrics")
     assert status == 200 and content_type == "text/plain; version=0.0.4; charset=utf-8"
@@ -470,16 +470,17 @@ def test_head_and_post_on_health_paths(
     connection.request("HEAD", "/healthz")
     response = connection.getresponse()
     assert response.status == 200 and response.read() == b""
-    connection.request("POST", "/readyz")  # any method, as in 0.8, but never a body
+    connection.request("POST", "/readyz")  # GET and HEAD only, as the HealthServer answers
     response = connection.getresponse()
-    assert (response.status, response.read()) == (503, b"not ready\n")
-    connection.request("POST", "/readyz", body=b"{}")
+    assert (response.status, response.read()) == (405, b"method not allowed\n")
+    assert response.getheader("Allow") == "GET, HEAD"
+    connection.request("POST", "/readyz", body=b"{}")  # never a body
     assert connection.getresponse().status == 413
     connection.close()
 
 
 def test_head_answers_carry_headers_but_no_body() -> None:
-    from cloudcoil_sync.admission._internal.server import OperatorEndpoints
+    from cloudcoil_sync._internal.endpoints import OperatorEndpoints
 
     closed: list[bool] = []
 
@@ -491,7 +492,9 @@ def test_head_answers_carry_headers_but_no_body() -> None:
         start_response("405 Method Not Allowed", [("Content-Length", "9")])
         return Body([b"not POST\n"])
 
-    endpoints = OperatorEndpoints(app)
+    endpoints = OperatorEndpoints(
+        healthy=lambda: True, ready=lambda: True, controllers_ready=lambda: True, fallback=app
+    )
     seen: list[tuple[str, list[tuple[str, str]]]] = []
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:

@@ -106,7 +106,20 @@ def test_unknown_path_is_404(webhook: AdmissionWebhook) -> None:
 
 
 def test_standalone_healthz(webhook: AdmissionWebhook) -> None:
-    assert call(webhook, "/healthz", method="GET")[::2] == (200, {"status": "ok"})
+    """Under another WSGI server /healthz answers as the operator hosts do."""
+    seen: list[tuple[str, list[tuple[str, str]]]] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        seen.append((status, headers))
+
+    body = webhook({"REQUEST_METHOD": "GET", "PATH_INFO": "/healthz"}, start_response)
+    assert b"".join(body) == b"ok\n"
+    assert seen[0][0] == "200 OK"
+    assert ("Content-Type", "text/plain; charset=utf-8") in seen[0][1]
+    assert call(webhook, "/readyz", method="GET")[::2] == (
+        404,
+        {"message": "Unknown webhook path"},
+    )
 
 
 def test_only_post_is_allowed(webhook: AdmissionWebhook, handlers: Handlers) -> None:

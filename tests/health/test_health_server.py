@@ -129,11 +129,17 @@ def test_large_metrics_answers_are_sent_whole(probes: Probes) -> None:
         server.stop()
 
 
-@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "HEAD", "OPTIONS"])
-def test_only_get(server: HealthServer, method: str) -> None:
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "OPTIONS"])
+def test_only_get_and_head(server: HealthServer, method: str) -> None:
     response = requests.request(method, url(server, "/healthz"), timeout=5)
     assert response.status_code == 405
-    assert response.headers["Allow"] == "GET"
+    assert response.headers["Allow"] == "GET, HEAD"
+
+
+def test_head_answers_headers_without_a_body(server: HealthServer) -> None:
+    response = requests.head(url(server, "/healthz"), timeout=5)
+    assert (response.status_code, response.content) == (200, b"")
+    assert response.headers["Content-Length"] == "3"  # the length a GET would have
 
 
 def test_unknown_path(server: HealthServer) -> None:

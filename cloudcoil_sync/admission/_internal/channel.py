@@ -24,8 +24,9 @@ from waitress.proxy_headers import proxy_headers_middleware
 from waitress.task import ErrorTask, Task, WSGITask
 from waitress.utilities import InternalServerError, RequestEntityTooLarge
 
+from cloudcoil_sync._internal.endpoints import PATHS
 from cloudcoil_sync.admission._internal.connections import Phase
-from cloudcoil_sync.admission._internal.deadlines import Timer, Watchdog
+from cloudcoil_sync.admission._internal.deadlines import LATE_ANSWER, Timer, Watchdog
 from cloudcoil_sync.admission._internal.limits import ConnectionLimits
 from cloudcoil_sync.admission._internal.lograte import ClientLog
 from cloudcoil_sync.admission._internal.tls import TLSStream
@@ -55,7 +56,6 @@ log = logging.getLogger("cloudcoil_sync.admission.server")
 # sends that answer at `deadline` (time.monotonic) unless the Timer is cancelled first; once
 # sent, whatever the app answers later is discarded and the connection closes. It lets an app
 # run slow code on the connection's own thread and still answer on time.
-LATE_ANSWER = "cloudcoil.late_answer"
 # The environ key telling whether the client presented a certificate the listener verified.
 CLIENT_VERIFIED = "cloudcoil.client_verified"
 # How long a late answer may wait for the client to take it (it is small: the socket buffer).
@@ -94,7 +94,7 @@ WAITRESS_INTERNALS: dict[str, tuple[str, ...]] = {
     "waitress.utilities.RequestEntityTooLarge": (),
 }
 # Health and metrics paths take no request body (413 before reading one).
-NO_BODY_PATHS = frozenset({"/healthz", "/readyz", "/controllers/readyz", "/metrics"})
+NO_BODY_PATHS = PATHS
 # After a 413, what the client still sends is read and dropped for this long (and at most
 # this much), so that it can read the answer instead of a reset.
 _LINGER_SECONDS = 2.0

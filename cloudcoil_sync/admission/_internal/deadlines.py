@@ -20,11 +20,17 @@ from collections.abc import Callable
 
 from cloudcoil_sync._internal.service import joined
 
-__all__ = ["Timer", "Watchdog"]
+__all__ = ["LATE_ANSWER", "Timer", "Watchdog"]
 
 log = logging.getLogger("cloudcoil_sync.admission")
 
+#: The WSGI environ key of the host's late-answer hook (``channel.Channel.answer_late``):
+#: the admission app schedules its 504 through it (defined here, not in the channel, so
+#: that the app can name it without importing waitress).
+LATE_ANSWER = "cloudcoil.late_answer"
 _PENDING, _CANCELLED, _FIRED = 0, 1, 2
+# While busy, the thread wakes this often instead of per schedule (a GIL hand-off per
+# request otherwise): see docs/architecture.md, "What polls and why".
 _IDLE_STEP = 1.0
 
 

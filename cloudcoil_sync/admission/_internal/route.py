@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from cloudcoil.resources import Resource
 
+from cloudcoil_sync._internal.endpoints import HEALTHZ
 from cloudcoil_sync._internal.names import is_dns1035_label, is_dns_subdomain
 from cloudcoil_sync.admission._internal.decorators import FailurePolicy, Operation
 from cloudcoil_sync.client._internal.rest import lookup
@@ -110,7 +111,7 @@ def _check_path(path: str, taken: Iterable[str]) -> None:
         )
     if path in taken:
         raise ValueError(f"Webhook path {path!r} is already registered")
-    if path == "/healthz":
+    if path == HEALTHZ:
         raise ValueError(f"Webhook path {path!r} is the health endpoint")
     # Kubernetes validates each Service path segment as a DNS subdomain.
     for segment in path[1:].split("/"):

@@ -32,11 +32,9 @@ if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
-HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/controllers/readyz", "/metrics"})
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 
 __all__ = [
-    "HEALTH_PATHS",
     "AdmissionRoutes",
     "Route",
     "RouteTable",

@@ -9,16 +9,18 @@ the app (the admission handler included) runs on that thread too, and a watchdog
 sends a late answer (LATE_ANSWER, the route's 504) when one overruns. Connections take
 `Turns` to process what they received, first come first served, so that requests do not
 interleave on the GIL (a turn a blocked handler keeps past its bound is passed on). The
-same listener answers the operator's health and metrics endpoints (`OperatorEndpoints`).
+same listener answers the operator's health and metrics endpoints (`OperatorEndpoints`, the
+app the plain-HTTP `HealthServer` serves too: `_internal/endpoints.py`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from cloudcoil_sync._internal.endpoints import Access, Check, OperatorEndpoints, answer
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.admission._internal.channel import (
     CLIENT_VERIFIED,
@@ -42,99 +44,25 @@ __all__ = [
     "LATE_ANSWER",
     "NO_BODY_PATHS",
     "WAITRESS_INTERNALS",
-    "OperatorEndpoints",
+    "ClientCertificates",
     "WebhookHost",
 ]
 
 log = logging.getLogger("cloudcoil_sync.admission.server")
 
-Check = Callable[[], bool]
-# (Authorization header, path, client address) -> HTTP status for a metrics request
-# (MetricsAccess.decide).
-Access = Callable[[str | None, str, str], int]
-_TEXT = "text/plain; charset=utf-8"
-# What generate_latest writes (the classic text format), as the controller metrics serve it.
-_METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
+class ClientCertificates:
+    """WSGI middleware: admission paths need a client certificate the listener verified
+    (403 otherwise); the operator endpoints (probes, bearer-token `/metrics`) do not."""
 
-class OperatorEndpoints:
-    """WSGI middleware answering health and metrics paths (any method); the rest goes on.
-
-    `/healthz` → `healthy`, `/readyz` → `ready`, `/controllers/readyz` → `controllers_ready`
-    (each `ok\\n` or 503 `not ready\\n`); `/metrics` → the Prometheus registry, empty if none,
-    to whom `metrics_access` allows it if given (else 401/403/429/500 as it decides). With
-    `client_certificates`, every other path (admission) is answered 403 unless the client
-    presented a certificate the listener verified.
-    """
-
-    def __init__(
-        self,
-        app: WSGIApplication,
-        *,
-        healthy: Check | None = None,
-        ready: Check | None = None,
-        controllers_ready: Check | None = None,
-        registry: CollectorRegistry | None = None,
-        metrics_access: Access | None = None,
-        client_certificates: bool = False,
-    ) -> None:
+    def __init__(self, app: WSGIApplication) -> None:
         self.app = app
-        self.metrics_access = metrics_access
-        self.client_certificates = client_certificates
-        self.checks: dict[str, Check] = {
-            "/healthz": healthy or _always,
-            "/readyz": ready or _always,
-            "/controllers/readyz": controllers_ready or _never,
-        }
-        self.registry = registry
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        body = self._route(environ, start_response)
-        if environ.get("REQUEST_METHOD") != "HEAD":
-            return body
-        # waitress sends whatever the app returns, even for HEAD; a body there would be read
-        # as the next response on a kept-alive connection.
-        close = getattr(body, "close", None)
-        if close is not None:
-            close()
-        return []
-
-    def _route(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        check = self.checks.get(path)
-        if check is not None:
-            ok = _safely(check, path)
-            body = b"ok\n" if ok else b"not ready\n"
-            return _answer(start_response, "200 OK" if ok else "503 Service Unavailable", body)
-        if path == "/metrics":
-            access = self.metrics_access
-            client = str(environ.get("REMOTE_ADDR", ""))
-            code = (
-                200 if access is None else access(environ.get("HTTP_AUTHORIZATION"), path, client)
-            )
-            if code != 200:
-                body = _REFUSED[code][4:].encode() + b"\n"
-                extra = [("Retry-After", "1")] if code == 429 else []
-                return _answer(start_response, _REFUSED[code], body, extra=extra)
-            return self._metrics(start_response)
-        if self.client_certificates and not environ.get(CLIENT_VERIFIED):
-            body = b"A client certificate signed by the webhook's client CA is required\n"
-            return _answer(start_response, "403 Forbidden", body)
-        return self.app(environ, start_response)
-
-    def _metrics(self, start_response: StartResponse) -> Iterable[bytes]:
-        from prometheus_client.exposition import generate_latest
-
-        body = b"" if self.registry is None else generate_latest(self.registry)
-        return _answer(start_response, "200 OK", body, _METRICS_TYPE)
-
-
-_REFUSED = {
-    401: "401 Unauthorized",
-    403: "403 Forbidden",
-    429: "429 Too Many Requests",
-    500: "500 Internal Server Error",
-}
+        if environ.get(CLIENT_VERIFIED):
+            return self.app(environ, start_response)
+        body = b"A client certificate signed by the webhook's client CA is required\n"
+        return answer(start_response, 403, body)
 
 
 def _always() -> bool:
@@ -143,30 +71,6 @@ def _always() -> bool:
 
 def _never() -> bool:
     return False
-
-
-def _safely(check: Check, path: str) -> bool:
-    try:
-        return bool(check())
-    except Exception:
-        log.exception("Health check for %s failed", path)
-        return False
-
-
-def _answer(
-    start_response: StartResponse,
-    status: str,
-    body: bytes,
-    content_type: str = _TEXT,
-    extra: list[tuple[str, str]] | None = None,
-) -> list[bytes]:
-    headers = [
-        ("Content-Type", content_type),
-        ("Content-Length", str(len(body))),
-        ("Cache-Control", "no-store"),
-    ]
-    start_response(status, headers + (extra or []))
-    return [body]
 
 
 class WebhookHost:
@@ -209,13 +113,12 @@ class WebhookHost:
         client_ca_file: str | None = None,
     ) -> None:
         self.app = OperatorEndpoints(
-            app,
-            healthy=healthy,
-            ready=ready,
-            controllers_ready=controllers_ready,
+            healthy=healthy or _always,
+            ready=ready or _always,
+            controllers_ready=controllers_ready or _never,
             registry=registry,
-            metrics_access=metrics_access,
-            client_certificates=client_ca_file is not None,
+            metrics_access=metrics_access,  # MetricsAccess.decide
+            fallback=app if client_ca_file is None else ClientCertificates(app),
         )
         self.certfile, self.keyfile = certfile, keyfile
         self.client_ca_file = client_ca_file

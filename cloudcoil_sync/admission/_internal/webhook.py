@@ -9,7 +9,8 @@ the host's watchdog answers 504 at the deadline (no thread hand-off per request)
 any other WSGI server it runs on a pool thread the request waits for. Answers follow
 cloudcoil 0.8: 404 unknown path, 405 not POST, 415 not JSON, 413 too large, 400 malformed
 or mismatched review, 504 deadline, 500 handler defect; otherwise 200 with the
-AdmissionReview response.
+AdmissionReview response. Under another WSGI server `/healthz` is answered as the operator
+hosts answer it (`_internal/endpoints.py`: ``ok``, GET or HEAD).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
+from cloudcoil_sync._internal.endpoints import HEALTHZ, OperatorEndpoints
 from cloudcoil_sync._internal.patches import MutationBase, mutation_patch
 from cloudcoil_sync.admission._internal.concurrency import RouteSlots
+from cloudcoil_sync.admission._internal.deadlines import LATE_ANSWER
 from cloudcoil_sync.admission._internal.handlers import HandlerPool, HandlerTimeout, PoolClosed
 from cloudcoil_sync.admission._internal.lograte import ClientLog
 from cloudcoil_sync.admission._internal.request import (
@@ -60,9 +63,6 @@ __all__ = [
 
 log = logging.getLogger("cloudcoil_sync.admission")
 
-# The host's late-answer hook (cloudcoil_sync.admission._internal.server.LATE_ANSWER; not imported:
-# that module imports waitress).
-_LATE_ANSWER = "cloudcoil.late_answer"
 _INVALID = "Invalid or mismatched admission.k8s.io/v1 AdmissionReview"
 _FAILED = "Admission webhook failed"
 
@@ -112,7 +112,11 @@ class AdmissionWebhook(AdmissionRoutes):
 
     # -- WSGI ------------------------------------------------------------------------------
 
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == HEALTHZ and HEALTHZ not in self.routes:
+            # Standalone (under another WSGI server): the operator endpoints' /healthz. The
+            # webhook host answers every operator endpoint before this app is reached.
+            return _STANDALONE(environ, start_response)
         status, document = self.handle(environ)
         body = json.dumps(document, separators=(",", ":")).encode()
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
@@ -127,8 +131,6 @@ class AdmissionWebhook(AdmissionRoutes):
         method = environ.get("REQUEST_METHOD", "GET")
         route = self.routes.get(path)
         if route is None:
-            if path == "/healthz" and method == "GET":
-                return 200, {"status": "ok"}
             return 404, {"message": "Unknown webhook path"}
         if method != "POST":
             return 405, {"message": "Method not allowed"}
@@ -151,7 +153,7 @@ class AdmissionWebhook(AdmissionRoutes):
             return 400, {"message": _INVALID}
         finally:
             self.slots.release(path)
-        return self._admit(route, review, deadline, environ.get(_LATE_ANSWER))
+        return self._admit(route, review, deadline, environ.get(LATE_ANSWER))
 
     def _read_body(self, environ: WSGIEnvironment) -> bytes | None:
         try:
@@ -469,9 +471,6 @@ def _user_info(raw: dict[str, Any] | None) -> UserInfo:
     )
 
 
-# -- strict AdmissionReview parsing ----------------------------------------------------------
-
-
 _TIMED_OUT_BODY = json.dumps(
     {"message": "Admission webhook timed out"}, separators=(",", ":")
 ).encode()
@@ -479,6 +478,11 @@ _TIMED_OUT_HEADERS = [
     ("Content-Type", "application/json"),
     ("Content-Length", str(len(_TIMED_OUT_BODY))),
 ]
+
+#: Standalone, `/healthz` (only) is answered as the hosts answer it: `ok`, GET or HEAD.
+_STANDALONE = OperatorEndpoints(
+    healthy=lambda: True, ready=lambda: False, controllers_ready=lambda: False
+)
 
 _STATUS = {
     200: "200 OK",

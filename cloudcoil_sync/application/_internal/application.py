@@ -30,18 +30,16 @@ from cloudcoil_sync.application._internal.manifests import Definition
 from cloudcoil_sync.application._internal.placing import placing_routes
 from cloudcoil_sync.application._internal.runtime import ATTACHED, IDLE, RunState
 from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServer
-from cloudcoil_sync.controller._internal.definition import Controller
-from cloudcoil_sync.controller._internal.health import HealthServer
-from cloudcoil_sync.controller._internal.leader import LeaderElection
+from cloudcoil_sync.controller import Controller, HealthServer, LeaderElection
 from cloudcoil_sync.crd import CRD
-from cloudcoil_sync.sharding._internal.settings import Sharding
+from cloudcoil_sync.sharding import Sharding
 
 if TYPE_CHECKING:
     from cloudcoil_sync.application._internal.install import Applied
     from cloudcoil_sync.application._internal.progress import Progress
     from cloudcoil_sync.application._internal.uninstall import Removed
     from cloudcoil_sync.client import Config
-    from cloudcoil_sync.controller._internal.manager import Manager
+    from cloudcoil_sync.controller import Manager
 
 __all__ = ["Application", "resolve_namespace"]
 

@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 from cloudcoil.resources import Resource
 
+from cloudcoil_sync._internal.endpoints import PATHS
 from cloudcoil_sync.admission._internal.decorators import admission_methods
 from cloudcoil_sync.admission._internal.route import GVKKey, Route, gvk_key
 from cloudcoil_sync.admission._internal.routes import (
-    HEALTH_PATHS,
     AdmissionRoutes,
     RouteTable,
     webhook_configurations,
 )
 from cloudcoil_sync.application._internal.rbac import ControllerAccess
 from cloudcoil_sync.application._internal.settings import WebhookServer
-from cloudcoil_sync.controller._internal.definition import Controller
+from cloudcoil_sync.controller import Controller
+from cloudcoil_sync.controller._internal.budgets import WRITE_GRACE
 from cloudcoil_sync.controller._internal.overlap import check_overlap
-from cloudcoil_sync.controller._internal.term import WRITE_GRACE
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.crd._internal.decorator import resource_options
 
@@ -84,7 +84,7 @@ def admission_table(
         merged.routes.update(table)
     models = [crd.resource for crd in crds if admission_methods(crd.resource)]
     merged.register_models(models, require_config=config is not None)
-    shadowed = sorted(set(merged.routes) & HEALTH_PATHS)
+    shadowed = sorted(set(merged.routes) & PATHS)
     if shadowed:
         raise ValueError(
             "Admission paths conflict with operator health/metrics endpoints: "

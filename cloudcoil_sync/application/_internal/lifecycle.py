@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
 from cloudcoil_sync._internal.callables import function_name
-from cloudcoil_sync.controller._internal.leader import LeadershipLost
+from cloudcoil_sync.controller import LeadershipLost
 
 __all__ = ["LifecycleEvent", "LifecycleType", "Lifespans"]
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from cloudcoil_sync.admission._internal.route import Route, api_metadata, build_route
 from cloudcoil_sync.controller._internal.cache import LabelSelector
+from cloudcoil_sync.sharding import shard_key
 from cloudcoil_sync.sharding._internal.kinds import ShardedKind, primary_kind
-from cloudcoil_sync.sharding._internal.labels import shard_key
 
 if TYPE_CHECKING:
     from cloudcoil_sync.admission import AdmissionRequest

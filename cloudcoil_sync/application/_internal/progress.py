@@ -101,6 +101,8 @@ class OperationDeadline:
 
     def sleep(self, interval: float = POLL_INTERVAL) -> None:
         """Sleep ``interval``, never past the deadline."""
+        # A poll, on purpose (docs/architecture.md, "What polls and why"): a one-shot CLI
+        # reading a few objects again; a watch per object would save requests, not time.
         time.sleep(min(interval, self.remaining()))
 
 

@@ -65,7 +65,8 @@ def _marker_identity(resource: type[Any]) -> ApiIdentity | None:
 
 
 def _builtin_identity(resource: type[Any]) -> ApiIdentity | None:
-    from cloudcoil_sync.client._internal.rest import UnknownKind, lookup
+    from cloudcoil_sync.client import UnknownKind
+    from cloudcoil_sync.client._internal.rest import lookup
 
     gvk = resource.gvk()
     try:

@@ -21,7 +21,7 @@ import click
 from cloudcoil_sync._internal import logs
 from cloudcoil_sync.application._internal.cli import DefinitionError, Operator, fail, run_options
 from cloudcoil_sync.application._internal.local import local_webhook, webhook_options
-from cloudcoil_sync.controller._internal.leader import LeadershipLost
+from cloudcoil_sync.controller import LeadershipLost
 
 __all__ = ["command", "stop_on_signals"]
 

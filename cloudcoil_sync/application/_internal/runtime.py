@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cloudcoil_sync._internal.service import ServiceGroup, await_ready
 from cloudcoil_sync.application._internal.scope import warn_outside_scope
+from cloudcoil_sync.controller import Manager
 from cloudcoil_sync.controller._internal import budgets
-from cloudcoil_sync.controller._internal.manager import Manager
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
 
 if TYPE_CHECKING:
@@ -37,11 +37,9 @@ if TYPE_CHECKING:
     from cloudcoil_sync.application._internal.lifecycle import Lifespans
     from cloudcoil_sync.application._internal.settings import WebhookServer
     from cloudcoil_sync.client import Config
-    from cloudcoil_sync.controller._internal.definition import Controller
-    from cloudcoil_sync.controller._internal.health import HealthServer
-    from cloudcoil_sync.controller._internal.leader import LeaderElection
-    from cloudcoil_sync.sharding._internal.election import RingElection
-    from cloudcoil_sync.sharding._internal.settings import Sharding
+    from cloudcoil_sync.controller import Controller, HealthServer, LeaderElection
+    from cloudcoil_sync.sharding import Sharding
+    from cloudcoil_sync.sharding._internal.replica import RingElection
 
 __all__ = ["ATTACHED", "IDLE", "RunState", "RunnableApp", "run", "wait_ready"]
 
@@ -235,10 +233,9 @@ class _Components:
 
         election, shard = app.leader_election, None
         if app.sharding is not None:
-            from cloudcoil_sync.sharding._internal.shard import ShardElection, ShardFilter
+            from cloudcoil_sync.sharding._internal.replica import shard_members
 
-            election, shard = ShardElection(app.sharding, self.config), ShardFilter(app.sharding)
-            shard.bind_metrics(self.metrics.registry)
+            election, shard = shard_members(app.sharding, self.config, self.metrics.registry)
             self.shard_election = election
         manager = Manager(
             *app.controllers,
@@ -287,10 +284,8 @@ class _Components:
         log.info("Operator %s is running", self.app.name)
 
     def _add_webhook(self) -> None:
-        from cloudcoil_sync.admission._internal.metrics import InstrumentedAdmission
-        from cloudcoil_sync.admission._internal.metrics_access import MetricsAccess
-        from cloudcoil_sync.admission._internal.server import WebhookHost
-        from cloudcoil_sync.admission._internal.webhook import AdmissionWebhook
+        from cloudcoil_sync.admission import AdmissionWebhook
+        from cloudcoil_sync.admission._internal.hosting import webhook_host
 
         app, state = self.app, self.state
         webhook = app.webhook
@@ -298,18 +293,15 @@ class _Components:
         manager = state.manager
         cache = None if manager is None else manager.cached
         self.admission = AdmissionWebhook(app.admission_routes(self.config), cache=cache)
-        access = MetricsAccess(self.config) if webhook.secure_metrics else None
-        self.metrics_access = access
-        self.metrics.registry.register(self.admission.slots)  # per-route saturation
-        self.host = WebhookHost.from_settings(
-            InstrumentedAdmission(self.admission, self.admission.routes, self.metrics),
+        self.host, self.metrics_access = webhook_host(
+            self.admission,
             webhook,
+            config=self.config,
+            metrics=self.metrics,
+            registry=self.metrics.registry,
             healthy=lambda: state.healthy,
             ready=lambda: state.ready,
             controllers_ready=lambda: state.manager is not None and state.manager.ready,
-            registry=self.metrics.registry,
-            max_request_body_size=self.admission.max_body_bytes,
-            metrics_access=None if access is None else access.decide,
         )
         timeout = float(webhook.shutdown_timeout)
         self.group.add(self.host, stop_timeout=timeout)
@@ -320,18 +312,12 @@ class _Components:
         sharding, election = self.app.sharding, self.shard_election
         if sharding is None or election is None:
             return
-        from cloudcoil_sync.sharding._internal.claim import Claimer
-        from cloudcoil_sync.sharding._internal.coordinator import CoordinatorMetrics
-        from cloudcoil_sync.sharding._internal.election import RingElection
-        from cloudcoil_sync.sharding._internal.kinds import sharded_kinds
+        from cloudcoil_sync.sharding._internal.replica import ring_members
 
-        kinds = sharded_kinds(self.app.controllers, self.config.namespace)
-        registry = self.metrics.registry
-        claimer = Claimer(sharding, self.config, kinds, election, registry)
-        sharding.placer.attach(claimer.placing_view)  # the placing webhook, if served
+        claimer, self.ring = ring_members(
+            sharding, self.config, self.app.controllers, election, self.metrics.registry
+        )
         self.group.add(claimer, stop_timeout=budgets.MANAGER_STOP_MARGIN)
-        metrics = CoordinatorMetrics(sharding.ring_name, registry)
-        self.ring = RingElection(sharding, self.config, claimer, metrics)
         self.group.add(self.ring, stop_timeout=budgets.MANAGER_STOP_MARGIN)
 
     def _wait(self) -> None:

@@ -15,12 +15,12 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from cloudcoil_sync.client._internal.errors import ClientError, TransportError
+from cloudcoil_sync.client import ClientError, TransportError
 from cloudcoil_sync.crd._internal.decorator import resource_options
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
-    from cloudcoil_sync.controller._internal.definition import Controller
+    from cloudcoil_sync.controller import Controller
 
 __all__ = ["warn_outside_scope"]
 

@@ -51,5 +51,5 @@ class TokenBucket:
         """Block until a token is available; return the time waited."""
         delay = self.reserve()
         if delay > 0:
-            self._sleep(delay)
+            self._sleep(delay)  # the reserved token's time: nothing makes it come earlier
         return delay

@@ -1,7 +1,8 @@
 """Plain-HTTP health and metrics server (``/healthz``, ``/readyz``, ``/controllers/readyz``,
 ``/metrics``) served by waitress through its public API.
 
-`waitress.create_server` serves a small WSGI app on a socket bound here (its `sockets`
+`waitress.create_server` serves the operator endpoints' WSGI app (`_internal/endpoints.py`,
+which the webhook host serves too, so both answer alike) on a socket bound here (its `sockets`
 adjustment), its loop on a thread of ours and its task threads (two) joined on stop. The
 health and readiness callables must be quick. Where waitress decides, this differs from the
 hand-written server it replaced: HTTP/1.1 connections are kept alive (a WSGI app cannot ask
@@ -20,32 +21,26 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
+from cloudcoil_sync._internal.endpoints import Check, OperatorEndpoints
 from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync._internal.service import ExitCallback
-
-if TYPE_CHECKING:
-    from wsgiref.types import StartResponse, WSGIEnvironment
 
 __all__ = ["HealthServer", "HealthServerError"]
 
 logger = logging.getLogger("cloudcoil_sync.controller.health")
 
-METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_TEXT = "text/plain; charset=utf-8"
 _HEADER_LIMIT = 8192
-_PATHS = ("/healthz", "/readyz", "/controllers/readyz", "/metrics")
 
 
 class HealthServerError(RuntimeError):
     """The health server could not start (typically: the address is in use)."""
 
 
-Probe = Callable[[], bool]
+Probe = Check
 
 
 class HealthServer:
@@ -71,8 +66,7 @@ class HealthServer:
         self._thread: threading.Thread | None = None
         self._server: Any = None
         self._map: dict[int, Any] = {}
-        self._probes: dict[str, Probe] = {}
-        self._registry: CollectorRegistry | None = None
+        self._app: OperatorEndpoints | None = None
         self._used = False
 
     @property
@@ -92,13 +86,14 @@ class HealthServer:
         *,
         controllers_ready: Probe | None = None,
     ) -> HealthServer:
-        """Set what /healthz, /readyz, /controllers/readyz and /metrics answer (before `start`)."""
-        self._probes = {
-            "/healthz": health,
-            "/readyz": ready,
-            "/controllers/readyz": controllers_ready or _never,
-        }
-        self._registry = registry
+        """Set what /healthz, /readyz, /controllers/readyz and /metrics answer (before `start`):
+        the operator endpoints the webhook host serves too (`_internal/endpoints.py`)."""
+        self._app = OperatorEndpoints(
+            healthy=health,
+            ready=ready,
+            controllers_ready=controllers_ready or _never,
+            registry=registry,
+        )
         return self
 
     def start(self, on_exit: ExitCallback | None = None) -> None:
@@ -110,7 +105,7 @@ class HealthServer:
 
         if self._used:
             raise RuntimeError("HealthServer instances can only run once")
-        if not self._probes:
+        if self._app is None:
             raise RuntimeError("Set the health server's probes (probe(...)) before start()")
         self._used = True
         listener = self._bind()
@@ -193,52 +188,6 @@ class HealthServer:
             reason = error.strerror or str(error)
             raise HealthServerError(f"Health server cannot listen on {where}: {reason}") from error
 
-    # -- the WSGI app (on waitress's task threads) -------------------------------------------
-
-    def _app(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if path not in _PATHS:
-            return _answer(start_response, 404, b"not found\n")
-        if environ.get("REQUEST_METHOD") != "GET":
-            return _answer(start_response, 405, b"method not allowed\n", [("Allow", "GET")])
-        if path == "/metrics":
-            body = generate_latest(self._registry) if self._registry is not None else b""
-            return _answer(start_response, 200, body, content_type=METRICS_CONTENT_TYPE)
-        if _check(self._probes[path]):
-            return _answer(start_response, 200, b"ok\n")
-        return _answer(
-            start_response, 503, b"unhealthy\n" if path == "/healthz" else b"not ready\n"
-        )
-
 
 def _never() -> bool:
     return False
-
-
-def _check(probe: Probe) -> bool:
-    try:
-        return bool(probe())
-    except Exception:
-        logger.exception("Health probe failed")
-        return False
-
-
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
-
-
-def _answer(
-    start_response: StartResponse,
-    code: int,
-    body: bytes,
-    extra: list[tuple[str, str]] | None = None,
-    *,
-    content_type: str = _TEXT,
-) -> list[bytes]:
-    headers = [
-        ("Content-Type", content_type),
-        ("Content-Length", str(len(body))),
-        ("Cache-Control", "no-store"),
-        *(extra or []),
-    ]
-    start_response(f"{code} {_REASONS[code]}", headers)
-    return [body]

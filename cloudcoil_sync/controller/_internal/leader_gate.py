@@ -19,6 +19,7 @@ from typing import Protocol
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
 from cloudcoil_sync.controller._internal.elector import LeadershipLost
+from cloudcoil_sync.controller._internal.event_relay import StopEvent
 from cloudcoil_sync.controller._internal.fence import WriteFence
 
 __all__ = ["GatedElection", "LeaderGate", "TermBody", "WarmInformers"]
@@ -72,7 +73,8 @@ class LeaderGate:
         self._election = election
         self._wake = wake
         #: The term's stop: set by `stop`, `interrupt`, or once the body ended.
-        self.stop_event = threading.Event()
+        #: A StopEvent: a body may wait on a condition it notifies (no relay thread).
+        self.stop_event = StopEvent()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._on_exit: ExitCallback | None = None

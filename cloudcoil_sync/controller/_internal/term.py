@@ -37,7 +37,7 @@ from cloudcoil_sync.controller._internal.fence import WriteFence
 if TYPE_CHECKING:
     from cloudcoil_sync.controller._internal.informer_pool import InformerPool
 
-__all__ = ["WRITE_GRACE", "Informers", "PassRefused", "Passes", "Term", "TermRuntime"]
+__all__ = ["Informers", "PassRefused", "Passes", "Term", "TermRuntime"]
 
 log = logging.getLogger("cloudcoil_sync.manager")
 

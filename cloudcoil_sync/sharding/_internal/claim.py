@@ -27,8 +27,7 @@ from cloudcoil.models.kubernetes.coordination.v1 import Lease
 from prometheus_client import CollectorRegistry, Counter
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
-from cloudcoil_sync.client import fenced
-from cloudcoil_sync.client._internal.errors import ClientError, Conflict, Invalid, NotFound
+from cloudcoil_sync.client import ClientError, Conflict, Invalid, NotFound, fenced
 from cloudcoil_sync.sharding._internal.kinds import ShardedKind, informer, placement, synced
 from cloudcoil_sync.sharding._internal.labels import (
     COORDINATOR_MANAGER,
@@ -42,7 +41,7 @@ from cloudcoil_sync.sharding._internal.settings import Sharding
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
-    from cloudcoil_sync.controller._internal.leader import LeaderElection
+    from cloudcoil_sync.controller import LeaderElection
 
 __all__ = ["Claimer"]
 
@@ -50,7 +49,6 @@ log = logging.getLogger("cloudcoil_sync.sharding")
 
 JSON = dict[str, Any]
 Key = tuple[int, str | None, str]  # (kind index, namespace, name)
-_IDLE = 1.0  # re-check Leases at least this often (one may expire without any event)
 #: Told of every unplaced object seen, (kind index, object), and of each round (None, None).
 Listener = Callable[[int | None, JSON | None], None]
 
@@ -101,6 +99,8 @@ class Claimer:
         self._live: frozenset[str] = frozenset()
         self._changed_at = time.monotonic()
         self._started_at = self._changed_at
+        # When the first live shard's Lease expires unrenewed (no event says so): a wake.
+        self._expiry = math.inf
         self._settled = threading.Event()
         self._blocked = False  # could not claim: everything again at `_retry_at`
         self._retry_at = 0.0
@@ -189,15 +189,18 @@ class Claimer:
                 on_exit(error)
 
     # -- rounds --------------------------------------------------------------------------
-    def _idle(self) -> float:
-        now = time.monotonic()
-        due = self._retry_at if self._blocked else math.inf
+    def _idle(self) -> float | None:
+        """How long to sleep: until the next thing no event announces (a Lease expiring
+        unrenewed, start-up settling, a blocked claim's retry); None: until woken (a Lease
+        or an unplaced object changed, or stop)."""
+        due = min(self._expiry, self._retry_at if self._blocked else math.inf)
         if not self.settled:
-            due = min(due, self._changed_at + self.sharding.settle)
-        return max(0.01, min(_IDLE, due - now))
+            patience = self.sharding.settle
+            due = min(due, self._changed_at + patience, self._started_at + 4 * patience)
+        return None if due == math.inf else max(0.01, due - time.monotonic())
 
     def _round(self, sender: ThreadPoolExecutor) -> None:
-        live, _ = self._liveness.update(self.leases.store.list())
+        live, self._expiry = self._liveness.update(self.leases.store.list())
         now = time.monotonic()
         changed = frozenset(live) != self._live
         with self._lock:
@@ -205,17 +208,14 @@ class Claimer:
                 self._live, self._changed_at = frozenset(live), now
             dirty, self._dirty = self._dirty, {}
             listeners = list(self._listeners)
-        for listener in listeners:
+        just_settled = not self.settled and self._settle(now)
+        for listener in listeners:  # after settling: the coordinator waits for it
             listener(None, None)
         if not self.settled:
-            patience = self.sharding.settle
-            if now - self._changed_at < patience and now - self._started_at < 4 * patience:
-                with self._lock:
-                    self._dirty = {**dirty, **self._dirty}  # kept for when it settles
-                return
-            self._settled.set()
-            changed = True
-            log.info("Ring %s settled on %s", self._ring, sorted(self._live))
+            with self._lock:
+                self._dirty = {**dirty, **self._dirty}  # kept for when it settles
+            return
+        changed = changed or just_settled
         if self.identity not in self._live or not self._election.is_leader:
             # everything once it can claim again (its own Lease's renewals wake this thread)
             self._blocked, self._retry_at = True, now + self.sharding.retry_period
@@ -231,6 +231,16 @@ class Claimer:
         if not self._claim_all(sender, mine):
             # fenced or refused: try every unplaced object again after a retry period
             self._blocked, self._retry_at = True, now + self.sharding.retry_period
+
+    def _settle(self, now: float) -> bool:
+        """Settle start-up once the live shards stayed the same for `settle` seconds (or
+        four times that passed since start); whether it settled now."""
+        patience = self.sharding.settle
+        if now - self._changed_at < patience and now - self._started_at < 4 * patience:
+            return False
+        self._settled.set()
+        log.info("Ring %s settled on %s", self._ring, sorted(self._live))
+        return True
 
     def _claim_all(self, sender: ThreadPoolExecutor, mine: list[tuple[Key, JSON]]) -> bool:
         """Claim each of `mine` (in parallel if more than one); whether all went through."""

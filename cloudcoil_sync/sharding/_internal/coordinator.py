@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil.resources import Resource
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from cloudcoil_sync.client import fenced
-from cloudcoil_sync.client._internal.errors import ClientError, Conflict, Invalid, NotFound
+from cloudcoil_sync.client import ClientError, Conflict, Invalid, NotFound, fenced
+from cloudcoil_sync.controller._internal.event_relay import relay
 from cloudcoil_sync.controller._internal.fence import WriteFence
 from cloudcoil_sync.sharding._internal.claim import Claimer
 from cloudcoil_sync.sharding._internal.kinds import ShardedKind, listed, placement
@@ -47,7 +47,6 @@ log = logging.getLogger("cloudcoil_sync.sharding")
 JSON = dict[str, Any]
 Key = tuple[int, str | None, str]  # (kind index, namespace, name)
 Move = tuple[Action, type[Resource], JSON]
-_IDLE = 1.0  # the claimer wakes it after every round; this bounds a missed wake
 # Between lists of every object when the live shards stay the same: a safety net for labels
 # nobody planned (an object created labelled for a shard that is gone). What a stale view
 # misplaces is repaired by the round `grace` after each change of the live shards.
@@ -106,7 +105,11 @@ class Coordinator:
         self.settle = sharding.settle
         self._seen_live: tuple[frozenset[str], float] = (frozenset(), -math.inf)
         self._workers = sharding.assign_workers
-        self._wake = threading.Event()
+        # Woken by the claimer's rounds, a new unplaced object due before what it sleeps
+        # towards (`_until`), a failed move, an acknowledged drain, and its stop event.
+        self._wake = threading.Condition()
+        self._woken = False
+        self._until = math.inf  # while asleep: when it wakes by itself (monotonic)
         self._lock = threading.Lock()
         self._drains: dict[ObjectRef, float] = {}  # drain requested at (monotonic)
         self._pending: dict[Key, float] = {}  # unplaced objects: first seen at, oldest first
@@ -120,25 +123,41 @@ class Coordinator:
     def run(self, stop: threading.Event, fence: WriteFence) -> None:
         """Coordinate until `stop` (or the fence closes); every patch is fenced by `fence`."""
         undo = self.claimer.subscribe(self._seen)
+        unrelay = relay(stop, self._wake)  # the fence closes as the term's stop is set
         log.info("Coordinating ring %s", self.ring)
         try:
             with ThreadPoolExecutor(self._workers, thread_name_prefix="cloudcoil-assign") as sender:
                 while not stop.is_set() and not fence.closed:
-                    self._wake.clear()
-                    timeout = _IDLE
+                    with self._wake:
+                        self._woken = False
+                    due = math.inf  # not settled: the claimer's round that settles wakes us
                     if self.claimer.settled:
                         if self.rounds == 0:  # the grace runs from the ring settling
                             with self._lock:
                                 self._pending = dict.fromkeys(self._pending, time.monotonic())
                         self.live = self.claimer.live
-                        timeout = self._round(sender, fence)
-                    self._wake.wait(timeout)
+                        due = time.monotonic() + self._round(sender, fence)
+                    self._sleep(stop, due)
         finally:
+            unrelay()
             undo()
+
+    def _sleep(self, stop: threading.Event, due: float) -> None:
+        """Until woken, `stop` or `due` (time.monotonic)."""
+        with self._wake:
+            self._until = due
+            while not self._woken and not stop.is_set():
+                left = due - time.monotonic()
+                if left <= 0:
+                    break
+                self._wake.wait(None if left == math.inf else left)
+            self._until = math.inf  # awake: whatever comes wakes the next sleep at once
 
     def wake(self) -> None:
         """Re-plan now (the owner calls this when it sets the run's stop event)."""
-        self._wake.set()
+        with self._wake:
+            self._woken = True
+            self._wake.notify_all()
 
     def _seen(self, index: int | None, obj: JSON | None) -> None:
         """The claimer saw `obj` unplaced (or ended a round: None): note it, wake."""
@@ -148,22 +167,23 @@ class Coordinator:
             found = placement(obj, self.kinds[index], self.ring)
             now = time.monotonic()
             with self._lock:
+                new = key not in self._pending
                 self._pending.setdefault(key, now)
                 started = None if found is None else self._drains.pop(found.ref, None)
                 if started is not None and any(kind.owners for kind in self.kinds):
                     self._full_due = min(self._full_due, now + self.grace)  # children next
             if started is not None:
                 self.metrics.drain.labels(ring=self.ring).observe(now - started)
-            if started is None and self.grace >= _IDLE:
-                return  # the claimer's next round (within its _IDLE) wakes us before grace ends
-        self._wake.set()
+            if started is None and not (new and now + self.grace < self._until):
+                return  # its grace ends after the coordinator wakes anyway
+        self.wake()
 
     def _round(self, sender: ThreadPoolExecutor, fence: WriteFence) -> float:
         """One pass; returns how long it may sleep before the next is due."""
         self.rounds += 1
         now = time.monotonic()
         if not self.live:
-            return _IDLE
+            return math.inf  # the claimer's round that sees a live shard wakes us
         if self._seen_live[0] != self.live:
             self._seen_live = (self.live, now)
         with self._lock:
@@ -179,7 +199,10 @@ class Coordinator:
             with self._lock:  # after a change, once more when every view has caught up
                 self._full_due = now + self.grace if changed else math.inf
             self._full_round(sender, fence)
-        return self._fallback(sender, fence, time.monotonic())
+        with self._lock:
+            full_due = min(self._full_due, self._last_full + _FULL_EVERY)
+        now = time.monotonic()
+        return max(0.01, min(full_due - now, self._fallback(sender, fence, now)))
 
     def _full_round(self, sender: ThreadPoolExecutor, fence: WriteFence) -> None:
         """List every object once, a page at a time (primaries first): drain the misplaced,
@@ -231,7 +254,7 @@ class Coordinator:
     def _fallback(self, sender: ThreadPoolExecutor, fence: WriteFence, now: float) -> float:
         """Assign the unplaced objects no other shard claimed within the grace period."""
         due: list[Key] = []
-        wait = _IDLE
+        wait = math.inf  # nothing pending: a new one wakes us (`_seen`)
         with self._lock:  # oldest first (insertion order), so only the due are visited
             for key, seen in self._pending.items():
                 if now - seen < self.grace:
@@ -254,10 +277,11 @@ class Coordinator:
                     moves.append((action, kind.resource, obj))
                     keys[action.ref] = key
         applied = {action.ref for action in self._send_all(sender, fence, moves)}
+        again = keys.keys() - applied
         with self._lock:  # not applied (fenced, refused, changed): due again after the grace
-            for ref in keys.keys() - applied:
+            for ref in again:
                 self._pending.setdefault(keys[ref], time.monotonic())
-        return max(0.01, min(_IDLE, wait))
+        return max(0.01, min(wait, self.grace) if again else wait)
 
     def _send_all(
         self, sender: ThreadPoolExecutor, fence: WriteFence, moves: Iterable[Move]
@@ -293,7 +317,7 @@ class Coordinator:
             if action.reason != "new":  # a move: plan it again from a fresh list soon
                 with self._lock:
                     self._full_due = min(self._full_due, time.monotonic() + self.grace)
-            self._wake.set()  # an unplaced one changed (a failed test): its event follows
+            self.wake()  # an unplaced one changed (a failed test): its event follows
             return False
         self.metrics.moves.labels(ring=self.ring, reason=action.reason).inc()
         return True

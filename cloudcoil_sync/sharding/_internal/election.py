@@ -11,8 +11,8 @@ import threading
 from typing import TYPE_CHECKING
 
 from cloudcoil_sync._internal.service import ExitCallback, joined
+from cloudcoil_sync.controller import LeaderElection, LeadershipLost
 from cloudcoil_sync.controller._internal.event_relay import StopEvent
-from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
 from cloudcoil_sync.sharding._internal.claim import Claimer
 from cloudcoil_sync.sharding._internal.coordinator import Coordinator, CoordinatorMetrics
 from cloudcoil_sync.sharding._internal.settings import Sharding
@@ -134,6 +134,6 @@ class RingElection:
 
 
 def _fatal(error: BaseException) -> bool:
-    from cloudcoil_sync.client._internal.errors import Forbidden, Unauthorized
+    from cloudcoil_sync.client import Forbidden, Unauthorized
 
     return isinstance(error, Forbidden | Unauthorized)

@@ -19,7 +19,7 @@ from cloudcoil_sync.sharding._internal.ring import ObjectRef
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
-    from cloudcoil_sync.controller._internal.definition import Controller
+    from cloudcoil_sync.controller import Controller
 
 __all__ = [
     "LIST_PAGE",

@@ -19,9 +19,8 @@ from cloudcoil.resources import Resource
 from prometheus_client import CollectorRegistry, Gauge
 
 from cloudcoil_sync._internal.service import ExitCallback
-from cloudcoil_sync.client import Config
-from cloudcoil_sync.client._internal.errors import AlreadyExists
-from cloudcoil_sync.controller._internal.leader import LeaderElection
+from cloudcoil_sync.client import AlreadyExists, Config
+from cloudcoil_sync.controller import LeaderElection
 from cloudcoil_sync.sharding._internal.labels import (
     RING_LABEL,
     SHARD_MANAGER,
@@ -31,7 +30,7 @@ from cloudcoil_sync.sharding._internal.labels import (
 from cloudcoil_sync.sharding._internal.settings import Sharding
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.client._internal.api import ResourceClient
+    from cloudcoil_sync.client import ResourceClient
     from cloudcoil_sync.controller._internal.informer import Informer
 
 __all__ = ["ShardElection", "ShardFilter"]
