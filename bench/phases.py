@@ -19,6 +19,7 @@ import json
 import linecache
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,7 +113,7 @@ def profile(count: int, workers: int, kubeconfig: str, rate: int, raw_path: str 
         child = Child(target, "cloudcoil", namespace, workers)
         spy = subprocess.Popen(
             [
-                "py-spy",
+                shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy"),
                 "record",
                 "-p",
                 str(child.pid),
