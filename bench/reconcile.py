@@ -101,11 +101,13 @@ def _started(stop: threading.Event, exit_at_eof: bool = False) -> None:
 
 
 def child_cloudcoil(namespace: str, workers: int) -> None:
-    from cloudcoil.models.kubernetes.core.v1 import ConfigMap
-
     from cloudcoil_sync._internal import logs
     from cloudcoil_sync.application import Application
     from cloudcoil_sync.client import Config
+
+    # isort: split
+    # After cloudcoil_sync, as examples/settings_operator.py: the models build on first use.
+    from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
     logs.configure("INFO", "text")
     if os.environ.get("CC_BENCH_SWITCH"):  # an A/B knob: the GIL switch interval in seconds

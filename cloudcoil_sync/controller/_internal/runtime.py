@@ -176,6 +176,10 @@ class ControllerRuntime:
 
     def _pass_machinery(self) -> tuple[Reconciler[Any], Workers]:
         """The reconciler (the definition's `PassHandler`, persistence) and its workers."""
+        if not self.controller.resource.__pydantic_complete__:
+            # A model deferred at import (`_internal/models.py`) is built here, once, not by
+            # the first passes at the same time.
+            self.controller.resource.model_rebuild()
         where = f"Controller {self.name}"
         marks = rejects.Marks(self._client, self.recorder, self.controller, where, self.log)
         handler = PassHandler(
