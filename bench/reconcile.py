@@ -15,6 +15,13 @@ then runs in its own child process (same worker count) and patches every object 
   ``kopf run`` sets it up (INFO, full format).
 - floor: one unpaged list, then a merge patch per object on a pool of `workers` threads;
   afterwards a watch that patches whatever lacks the value (for the latency phase).
+- go-anchor: the compiled peer (../shared/go-anchor: client-go informer, workqueue, N workers,
+  Lease), run as its own binary; built once with its build.sh when absent (cluster mode only).
+
+A contender may carry its own worker count (``cloudcoil:4``), so one cell can compare
+cloudcoil's defaults, cloudcoil at 4 workers, the floor and go-anchor side by side.
+Every row has ``first_object_s`` from the child's start-up mark and
+``first_object_spawn_s`` from the process spawn (imports included).
 
 Per contender: time to converge (from the child's start-up mark, after imports), objects/s,
 the child's own CPU seconds until converged and then idle (kopf's second write pass is
@@ -52,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import memory_map
 from common import (
     KEY,
     LABEL,
@@ -67,7 +75,8 @@ if TYPE_CHECKING:
 
     Target = EmulatorProcess | ClusterTarget
 
-CONTENDERS = ("cloudcoil", "kopf", "floor")
+CONTENDERS = ("cloudcoil", "kopf", "floor", "go-anchor")
+DEFAULT_CONTENDERS = ("cloudcoil", "kopf", "floor")
 SHORT_N, SHORT_REPEATS = 2000, 3  # N converging in about a second: one run is mostly noise
 IDLE_WINDOW, IDLE_CPU = 1.0, 0.02  # idle: under 20 ms of CPU in one second
 MIN_IDLE, MAX_IDLE = 3.0, 30.0  # at least MAX_IDLE, or N/100 s (kopf's second pass)
@@ -95,11 +104,13 @@ def _started(stop: threading.Event, exit_at_eof: bool = False) -> None:
 
 
 def child_cloudcoil(namespace: str, workers: int) -> None:
-    from cloudcoil.models.kubernetes.core.v1 import ConfigMap
-
     from cloudcoil_sync._internal import logs
     from cloudcoil_sync.application import Application
     from cloudcoil_sync.client import Config
+
+    # isort: split
+    # After cloudcoil_sync, as examples/settings_operator.py: the models build on first use.
+    from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
     logs.configure("INFO", "text")
     if os.environ.get("CC_BENCH_SWITCH"):  # an A/B knob: the GIL switch interval in seconds
@@ -203,15 +214,45 @@ CHILDREN: dict[str, Callable[[str, int], None]] = {
 # -- driver ---------------------------------------------------------------------------------
 
 
+def go_anchor_binary() -> str:
+    """The compiled peer's binary: $GO_ANCHOR, else the kit's $KUBE_HOME/bin/go-anchor, built
+    once by ../shared/go-anchor/build.sh (outside this repository) when it is absent."""
+    if os.environ.get("GO_ANCHOR"):
+        return os.environ["GO_ANCHOR"]
+    home = os.environ.get("KUBE_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kube-control-plane"
+    )
+    binary = os.path.join(home, "bin", "go-anchor")
+    if not os.path.exists(binary):
+        script = Path(__file__).resolve().parents[2] / "shared" / "go-anchor" / "build.sh"
+        if not script.exists():
+            raise SystemExit(f"go-anchor: no {binary} and no {script} to build it with")
+        note(f"building go-anchor with {script} (minutes with a cold Go cache)")
+        subprocess.run([str(script)], check=True, env={**os.environ, "KUBE_HOME": home})
+    return binary
+
+
+def spec(contender: str, workers: int) -> tuple[str, int]:
+    """`name` or `name:workers` (a contender's own worker count) -> (name, workers)."""
+    name, _, own = contender.partition(":")
+    return name, int(own) if own else workers
+
+
 class Child:
     """One contender's process, its start-up mark and its stderr (kept for failures)."""
 
     def __init__(self, emu: Target, name: str, namespace: str, workers: int) -> None:
         env = {**os.environ, "KUBECONFIG": emu.kubeconfig(namespace)}
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
+        self.compiled = name == "go-anchor"
+        if self.compiled:  # no imports, no mark: its start-up is its spawn
+            env.update(BENCH_NAMESPACE=namespace, BENCH_LABEL_SELECTOR=f"{LABEL}=true")
+            command = [go_anchor_binary(), f"-workers={workers or 4}", "-leader-elect=true"]
+        else:
+            command = [sys.executable, __file__, "--child", name, namespace, str(workers)]
         self.spawned = time.time()
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--child", name, namespace, str(workers)],
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -219,6 +260,9 @@ class Child:
             env=env,
         )
         assert self.proc.stdout is not None
+        if self.compiled:
+            self.started, self.import_cpu, self.import_rss = self.spawned, 0.0, 0
+            return
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"{name} child failed to start:\n{self.stderr()}")
@@ -237,6 +281,8 @@ class Child:
     def stop(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
+        if self.compiled:  # it drains and releases its Lease on SIGTERM
+            self.proc.terminate()
         try:
             self.proc.wait(20)
         except subprocess.TimeoutExpired:
@@ -342,18 +388,21 @@ def note(message: str) -> None:
 
 
 def run_one(
-    emu: Target, name: str, count: int, workers: int, samples: int, run: int = 0
+    emu: Target, contender: str, count: int, workers: int, samples: int, run: int = 0
 ) -> dict[str, Any]:
-    prefix = os.environ.get("CC_BENCH_NAMESPACE_PREFIX", "ccb")
-    namespace = f"{prefix}-{name}-{count}-w{workers}" + (f"-r{run}" if run else "")
-    note(f"{name}: seeding {count} objects in namespace {namespace}")
+    name, own = spec(contender, workers)
+    prefix = os.environ.get("CC_BENCH_PREFIX") or os.environ.get("CC_BENCH_NAMESPACE_PREFIX", "ccb")
+    namespace = f"{prefix}-{name}-{count}-w{own}" + (f"-r{run}" if run else "")
+    note(f"{contender}: seeding {count} objects in namespace {namespace}")
     emu.seed(namespace, count)
     emu_cpu0 = emu.cpu()
-    note(f"{name}: {count} objects seeded; starting")
+    note(f"{contender}: {count} objects seeded; starting")
     try:
-        return measure(emu, name, namespace, count, workers, samples, emu_cpu0)
+        result = measure(emu, name, namespace, count, own, samples, emu_cpu0)
     finally:
         emu.finish(namespace)
+    result.update(contender=contender, contender_workers=own, workers=workers)
+    return result
 
 
 def measure(
@@ -373,6 +422,7 @@ def measure(
         cpu_converged = cpu_seconds(child.pid)
         cpu_idle, idle = wait_idle(child.pid, max(MAX_IDLE, count / 100))
         rss = peak_rss(child.pid)
+        where = memory_map.breakdown(child.pid)  # RSS by kind of mapping, once idle
         requests_made = emu.requests(namespace)
         emu_cpu1 = emu.cpu()
         emu_cpu = emu_cpu1 - emu_cpu0 if emu_cpu1 is not None and emu_cpu0 is not None else None
@@ -411,8 +461,11 @@ def measure(
         "startup_s": round(child.started - child.spawned, 3),
         "import_cpu_s": round(child.import_cpu, 3),
         "first_object_s": round(first - child.started, 3),
+        "first_object_spawn_s": round(first - child.spawned, 3),
         "converge_s": round(seconds, 3),
         "objects_per_s": round(count / seconds, 1),
+        # As a user times `python app.py run`: from the spawn, imports included.
+        "objects_per_s_from_spawn": round(count / (converged - child.spawned), 1),
         "cpu_converge_s": round(cpu_converged - child.import_cpu, 3),
         "idle_reached": idle,
         "cpu_total_s": round(work_cpu, 3),
@@ -421,6 +474,7 @@ def measure(
         "import_rss_mb": round(child.import_rss / 2**20, 1),
         "rss_over_import_mb": round((rss - child.import_rss) / 2**20, 1),
         "peak_rss_after_latency_mb": round(rss_end / 2**20, 1),
+        "rss_by_mapping_mb": where,
         "requests": requests_made,
         "writes_per_object": round(writes / count, 2) if writes is not None else None,
         "emulator_cpu_s": round(emu_cpu, 2) if emu_cpu is not None else None,
@@ -438,14 +492,15 @@ def measure(
 
 
 def ratios(results: list[dict[str, Any]]) -> None:
-    """Add cloudcoil/floor and cloudcoil/kopf ratios of time, CPU and RSS to each count."""
-    by = {(r["count"], r["workers"], r["contender"]): r for r in results}
+    """Add ratios to the floor, kopf and go-anchor of time, CPU and RSS to each count."""
+    by = {(r["count"], r["workers"], r["contender"].partition(":")[0]): r for r in results}
     for r in results:
-        for other in ("floor", "kopf"):
+        for other in ("floor", "kopf", "go-anchor"):
             base = by.get((r["count"], r["workers"], other))
             if base is None or base is r:
                 continue
             fields = ("converge_s", "cpu_total_s", "peak_rss_mb", "rss_over_import_mb")
+            other = other.replace("-", "_")
             for field in (*fields, "latency_p50_ms", "latency_p99_ms"):
                 if r.get(field) and base.get(field):
                     r[f"{field}_vs_{other}"] = round(r[field] / base[field], 2)
@@ -553,25 +608,32 @@ def converge_times(r: dict[str, Any]) -> str:
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| N | workers | contender | first object s | converge s | obj/s | CPU s | CPU ms/obj"
-        " | peak RSS MB"
-        " | RSS over imports MB | writes/obj | p50 ms | p99 ms | obj/s vs floor | CPU vs floor"
-        " | CPU vs kopf | RSS vs kopf | RSS over imports vs kopf | load |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| N | workers | contender | first object s (from spawn) | converge s | obj/s"
+        " | obj/s from spawn | CPU s"
+        " | CPU ms/obj | peak RSS MB | RSS over imports MB | writes/obj | p50 ms | p99 ms"
+        " | obj/s vs floor | obj/s vs go-anchor | CPU vs floor | CPU vs go-anchor | CPU vs kopf"
+        " | RSS vs go-anchor | RSS vs kopf | load |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+        "|---:|---:|---:|---:|---:|",
     ]
+
+    def speed(r: dict[str, Any], other: str) -> str:
+        ratio = r.get(f"converge_s_vs_{other}")
+        return str(round(1 / ratio, 2)) if ratio else ""
+
     for r in sorted(results, key=lambda r: (r["count"], r["workers"])):
-        vs_floor = r.get("converge_s_vs_floor")
         lines.append(
-            f"| {r['count']} | {r['workers']} | {r['contender']} | {r.get('first_object_s', '')} "
+            f"| {r['count']} | {r.get('contender_workers', r['workers'])} | {r['contender']} "
+            f"| {r.get('first_object_s', '')} ({r.get('first_object_spawn_s', '')}) "
             f"| {r['converge_s']}{converge_times(r)} "
-            f"| {r['objects_per_s']} "
+            f"| {r['objects_per_s']} | {r.get('objects_per_s_from_spawn', '')} "
             f"| {r['cpu_total_s']}{'' if r.get('idle_reached', True) else ' (not idle)'} "
             f"| {r['cpu_ms_per_object']} | {r['peak_rss_mb']} | {r.get('rss_over_import_mb', '')} "
             f"| {r.get('writes_per_object') or ''} | {r.get('latency_p50_ms', '')} "
-            f"| {r.get('latency_p99_ms', '')} | {round(1 / vs_floor, 2) if vs_floor else ''} "
-            f"| {r.get('cpu_total_s_vs_floor', '')} | {r.get('cpu_total_s_vs_kopf', '')} "
-            f"| {r.get('peak_rss_mb_vs_kopf', '')} | {r.get('rss_over_import_mb_vs_kopf', '')} "
-            f"| {r.get('loadavg_1m', '')} |"
+            f"| {r.get('latency_p99_ms', '')} | {speed(r, 'floor')} | {speed(r, 'go_anchor')} "
+            f"| {r.get('cpu_total_s_vs_floor', '')} | {r.get('cpu_total_s_vs_go_anchor', '')} "
+            f"| {r.get('cpu_total_s_vs_kopf', '')} | {r.get('peak_rss_mb_vs_go_anchor', '')} "
+            f"| {r.get('peak_rss_mb_vs_kopf', '')} | {r.get('loadavg_1m', '')} |"
         )
     return "\n".join(lines)
 
@@ -586,7 +648,11 @@ def main() -> None:
         help="comma-separated worker counts; 0: each contender's default (floor: 16 threads)",
     )
     parser.add_argument("--samples", type=int, default=200, help="latency samples (0: none)")
-    parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument(
+        "--contenders",
+        default=",".join(DEFAULT_CONTENDERS),
+        help=f"any of {', '.join(CONTENDERS)}, each optionally name:workers (cloudcoil:4)",
+    )
     parser.add_argument(
         "--repeats", type=int, help=f"runs per cell (default {SHORT_REPEATS} for N <= {SHORT_N})"
     )
@@ -606,6 +672,9 @@ def main() -> None:
     parser.add_argument(
         "--leader-election", action="store_true", help="cloudcoil runs with leader_election=True"
     )
+    parser.add_argument(
+        "--prefix", default="ccb", help="prefix of the runs' namespaces (ccb-<contender>-...)"
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -620,8 +689,13 @@ def main() -> None:
         raise SystemExit("--latency models a server for the emulator; use it with --emulator")
     if args.leader_election:
         os.environ["CC_BENCH_LEADER"] = "1"  # inherited by the cloudcoil children
+    os.environ["CC_BENCH_PREFIX"] = args.prefix
+    if "go-anchor" in {spec(c, 0)[0] for c in args.contenders.split(",")}:
+        if not kubeconfig:
+            raise SystemExit("go-anchor runs against a real API server: give --kubeconfig")
+        go_anchor_binary()  # built before any run, not in the middle of one
     if kubeconfig:
-        note(f"against the cluster of {kubeconfig}: namespaces ccb-* are created and deleted")
+        note(f"against the cluster of {kubeconfig}: namespaces {args.prefix}-* come and go")
     report = bench(
         counts,
         workers,

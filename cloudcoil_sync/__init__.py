@@ -9,7 +9,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from cloudcoil_sync._internal.models import defer_model_builds
+
 __version__ = "0.1.0"
+
+defer_model_builds()  # before the user's models import, if they come after us
 
 _EXPORTS = {
     "cloudcoil_sync.application": (

@@ -8,9 +8,11 @@ returned object is persisted as one guarded patch. No CRD, no webhook, one Lease
     python examples/settings_operator.py run
 """
 
-from cloudcoil.models.kubernetes.core.v1 import ConfigMap
-
 from cloudcoil_sync.application import Application
+
+# isort: split
+# After cloudcoil_sync: cloudcoil's models then build on first use (a faster start-up).
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 app = Application("settings", leader_election=True)
 configs = app.controller(ConfigMap, label_selector="example.com/manage=true")

@@ -3,6 +3,7 @@ from typing import Any
 import pytest
 
 from cloudcoil_sync.controller._internal.triggers import (
+    Triggers,
     mapped_keys,
     owner_keys,
     primary_key,
@@ -38,6 +39,35 @@ def test_status_only_changes_are_detected() -> None:
     assert not status_only_change(obj("1"), labelled)
     # A resync (same resourceVersion) always counts.
     assert not status_only_change(obj("1"), obj("1"))
+
+
+def test_the_echo_of_our_own_write_adds_no_key() -> None:
+    added: list[ResourceKey] = []
+
+    class Queue:
+        def add(self, key: ResourceKey) -> None:
+            added.append(key)
+
+    asked: list[tuple[ResourceKey, str | None, str | None]] = []
+
+    def echo(key: ResourceKey, old: str | None, new: str | None) -> bool:
+        asked.append((key, old, new))
+        return (old, new) == ("1", "2")  # our write replaced 1 and returned 2
+
+    triggers = Triggers(
+        Queue(),
+        group="example.com",
+        kind="Widget",
+        namespaced=True,
+        status_updates=True,
+        lookup=lambda key: None,
+        echo=echo,
+    )
+    triggers.primary_update(obj("1"), obj("2", spec={"size": 2}))
+    assert added == [] and asked == [(ResourceKey("w", "ns"), "1", "2")]
+    triggers.primary_update(obj("2"), obj("3", spec={"size": 3}))  # someone else's change
+    triggers.primary_update(obj("3"), obj("3"))  # a resync
+    assert added == [ResourceKey("w", "ns"), ResourceKey("w", "ns")]
 
 
 def child(*references: dict[str, Any], namespace: str = "ns") -> dict[str, Any]:

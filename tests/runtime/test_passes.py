@@ -107,6 +107,35 @@ def test_events_during_a_pass_coalesce_into_one_more_pass(
     assert calls["a"] == 2
 
 
+def test_the_echo_of_our_own_write_starts_no_pass(
+    kube_emulator: Emulator, kube_config: Config, harness: Harness
+) -> None:
+    calls = Calls()
+    runtime = harness.run(marking_controller(calls), name="echo")
+    api = kube_config.client(ConfigMap).raw
+    api.create({"metadata": {"name": "e"}})
+    assert kube_emulator.wait_for(lambda: managed(kube_emulator, "e"), timeout=10)
+    written = configmaps(kube_emulator)["e"]["metadata"]["resourceVersion"]
+    # The informer has the echo once the write's version is cached; then the queue is idle.
+    assert wait_until(
+        lambda: (
+            (runtime.primary.store.get("default", "e") or {})
+            .get("metadata", {})
+            .get("resourceVersion")
+            == written
+        ),
+        timeout=10,
+    )
+    assert runtime.queue.join(10)
+    assert calls["e"] == 1
+    assert runtime.reconciler.stats()[2] == 1
+    # Anyone else's change (here a label) still reconciles, and finds nothing to write.
+    api.merge_patch("e", {"metadata": {"labels": {"other": "change"}}})
+    assert calls.reached("e", 2)
+    assert runtime.queue.join(10)
+    assert runtime.reconciler.stats()[2] == 1
+
+
 def test_one_key_is_never_processed_by_two_workers(kube_config: Config, harness: Harness) -> None:
     lock = threading.Lock()
     active: dict[str, int] = {}

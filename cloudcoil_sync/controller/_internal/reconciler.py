@@ -46,6 +46,8 @@ from cloudcoil_sync.client import (
     TransportError,
     WriteFenced,
 )
+from cloudcoil_sync.client._internal import codec
+from cloudcoil_sync.controller._internal.echoes import Echoes
 from cloudcoil_sync.controller._internal.fence import PassFence
 from cloudcoil_sync.controller._internal.invalid import InvalidObject, build
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
@@ -124,13 +126,16 @@ class Reconciler(Generic[T]):
         name: str,
         metrics: ControllerMetrics | None = None,
         hooks: PassHooks | None = None,
+        echoes: Echoes | None = None,
     ) -> None:
+        """`echoes` learns of every guarded write, so its watch echo starts no pass."""
         self.resource = resource
         self.name = name
         self._handler = handler
         self._lookup, self._client = lookup, client  # where a pass reads, where it writes
         self._metrics = metrics
         self._hooks: PassHooks = hooks or _NoHooks()
+        self._echoes = echoes
         self._log = logging.getLogger(f"cloudcoil_sync.controller.{name}")
         self._lock = threading.Lock()
         # key -> resourceVersion our last write replaced: a snapshot still at it is stale.
@@ -143,14 +148,14 @@ class Reconciler(Generic[T]):
         """One pass for `key` (its writes already guarded by `fence`, if any)."""
         started = time.monotonic()
         data = self._read(key)
+        if data is not None and self._is_stale(key, data):  # before any model is built
+            self._log.debug("Pass for %s skipped: the cache still shows our last write's base", key)
+            return Outcome("stale", STALE_SNAPSHOT_DELAY)
         try:
             snapshot = build(self.resource, data) if data is not None else None
         except InvalidObject as error:
             assert data is not None
             return self._rejected(key, data, error)
-        if snapshot is not None and self._is_stale(key, snapshot):
-            self._log.debug("Pass for %s skipped: the cache still shows our last write's base", key)
-            return Outcome("stale", STALE_SNAPSHOT_DELAY)
         working = self.resource.model_validate_json(data) if data is not None else None
         try:
             outcome = self._run(key, snapshot, working, fence)
@@ -243,12 +248,20 @@ class Reconciler(Generic[T]):
 
     def _write(self, key: ResourceKey, snapshot: T, desired: Resource) -> bool:
         client = self._client(key)
-        response = persist(
-            client,
-            snapshot,
-            desired,
-            status_subresource="status" in client.mapping.subresources,
-        )
+        echoes = self._echoes
+        response = None
+        if echoes is not None:
+            echoes.writing(key, snapshot.resource_version)
+        try:
+            response = persist(
+                client,
+                snapshot,
+                desired,
+                status_subresource="status" in client.mapping.subresources,
+            )
+        finally:
+            if echoes is not None:
+                echoes.wrote(key, ((response or {}).get("metadata") or {}).get("resourceVersion"))
         if response is None:
             return False
         self._remember_write(key, snapshot, response)
@@ -301,14 +314,18 @@ class Reconciler(Generic[T]):
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def _is_stale(self, key: ResourceKey, snapshot: T) -> bool:
+    def _is_stale(self, key: ResourceKey, data: bytes) -> bool:
         """The informer still shows the version our last write replaced (briefly)."""
+        with self._lock:
+            if key not in self._superseded:
+                return False  # the common case: nothing to decode
+        version = (codec.loads(data).get("metadata") or {}).get("resourceVersion")
         with self._lock:
             remembered = self._superseded.get(key)
             if remembered is None:
                 return False
             superseded, until = remembered
-            if snapshot.resource_version == superseded and time.monotonic() < until:
+            if version == superseded and time.monotonic() < until:
                 return True
             # Caught up, or the echo is late: a truly stale patch is refused (422) anyway.
             del self._superseded[key]

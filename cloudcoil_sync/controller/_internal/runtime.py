@@ -31,6 +31,7 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.controller._internal import invalid as rejects
 from cloudcoil_sync.controller._internal.cache import Caches
+from cloudcoil_sync.controller._internal.echoes import Echoes
 from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.handling import PassHandler
 from cloudcoil_sync.controller._internal.informer import Informer
@@ -133,7 +134,9 @@ class ControllerRuntime:
         )
 
     def _triggers(self) -> Triggers:
-        """The informer handlers: events in, keys added to the queue."""
+        """The informer handlers: events in, keys added to the queue (not for the echoes of
+        the reconciler's own writes)."""
+        self.echoes = Echoes(lambda key: self.triggers.add(key))
         return Triggers(
             self.queue,
             group=self._mapping.group,
@@ -141,6 +144,7 @@ class ControllerRuntime:
             namespaced=self._mapping.namespaced,
             status_updates=self.controller.status_updates,
             lookup=lambda key: self.primary.store.get(key.namespace, key.name),
+            echo=self.echoes.is_echo,
         )
 
     def _wire_informers(self) -> Informer:
@@ -172,6 +176,10 @@ class ControllerRuntime:
 
     def _pass_machinery(self) -> tuple[Reconciler[Any], Workers]:
         """The reconciler (the definition's `PassHandler`, persistence) and its workers."""
+        if not self.controller.resource.__pydantic_complete__:
+            # A model deferred at import (`_internal/models.py`) is built here, once, not by
+            # the first passes at the same time.
+            self.controller.resource.model_rebuild()
         where = f"Controller {self.name}"
         marks = rejects.Marks(self._client, self.recorder, self.controller, where, self.log)
         handler = PassHandler(
@@ -186,6 +194,7 @@ class ControllerRuntime:
             name=self.name,
             metrics=self._metrics,
             hooks=handler,
+            echoes=self.echoes,
         )
         workers = Workers(
             reconciler,

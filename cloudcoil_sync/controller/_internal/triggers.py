@@ -3,6 +3,8 @@
 - Primary objects trigger their own key. An update that only changed `status` (its
   resourceVersion moved but nothing else did) can be ignored, so a controller writing its
   own status does not trigger itself; a resync (same resourceVersion) always triggers.
+  The echo of the controller's own write (`echo`: from the version the write replaced to
+  the one it returned) triggers nothing: the pass that wrote it ends at that state.
 - Owned children trigger their controller-owner: the ownerReference with
   `controller: true` whose kind and API group are the primary's and whose UID is the UID
   of the cached primary of that name.
@@ -112,9 +114,12 @@ class Triggers:
         namespaced: bool,
         status_updates: bool,
         lookup: Callable[[ResourceKey], JSON | None],
+        echo: Callable[[ResourceKey, str | None, str | None], bool] | None = None,
     ) -> None:
-        """`lookup` reads the cached primary of a key (an owner must be one, by UID)."""
+        """`lookup` reads the cached primary of a key (an owner must be one, by UID);
+        `echo(key, old version, new version)` tells the echo of our own write."""
         self._queue = queue
+        self._echo = echo
         self._group, self._kind, self._namespaced = group, kind, namespaced
         self._status_updates = status_updates
         self._lookup = lookup
@@ -132,9 +137,12 @@ class Triggers:
         self.add(primary_key(obj))
 
     def primary_update(self, old: JSON, new: JSON) -> None:
+        key = primary_key(new)
+        if self._echo is not None and self._echo(key, _version(old), _version(new)):
+            return
         if not self._status_updates and status_only_change(old, new):
             return
-        self.add(primary_key(new))
+        self.add(key)
 
     def child(self, obj: JSON, new: JSON | None = None) -> None:
         keys: set[ResourceKey] = set()
