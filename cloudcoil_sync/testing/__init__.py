@@ -92,6 +92,7 @@ from cloudcoil_sync.testing._internal.faults import Faults, InjectedFault
 from cloudcoil_sync.testing._internal.hooks import AdmissionHook, StoreObserver
 from cloudcoil_sync.testing._internal.latency import PROFILES, LatencyModel
 from cloudcoil_sync.testing._internal.operator import OperatorRunner
+from cloudcoil_sync.testing._internal.round_trip import check_round_trip
 from cloudcoil_sync.testing._internal.status import ApiError
 from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
@@ -107,4 +108,5 @@ __all__ = [
     "LogEntry",
     "OperatorRunner",
     "StoreObserver",
+    "check_round_trip",
 ]

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from cloudcoil_sync._internal.patches import MutationBase, mutation_patch
 from cloudcoil_sync.admission._internal.concurrency import RouteSlots
+from cloudcoil_sync.admission._internal.conversion import serve_conversion
 from cloudcoil_sync.admission._internal.handlers import HandlerPool, HandlerTimeout, PoolClosed
 from cloudcoil_sync.admission._internal.lograte import ClientLog
 from cloudcoil_sync.admission._internal.request import (
@@ -94,6 +95,7 @@ class AdmissionWebhook(AdmissionRoutes):
                 max_body_bytes=max_body_bytes or routes.max_body_bytes,
             )
             self.routes = routes.routes  # served live: routes added to `routes` are served
+            self.conversions = routes.conversions
         else:
             super().__init__(config=config, max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES)
             if isinstance(routes, Mapping):
@@ -126,6 +128,8 @@ class AdmissionWebhook(AdmissionRoutes):
         path = environ.get("PATH_INFO", "")
         method = environ.get("REQUEST_METHOD", "GET")
         route = self.routes.get(path)
+        if route is None and path in self.conversions:
+            return serve_conversion(self, self.conversions[path], environ)
         if route is None:
             if path == "/healthz" and method == "GET":
                 return 200, {"status": "ok"}

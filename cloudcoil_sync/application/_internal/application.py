@@ -33,7 +33,7 @@ from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServe
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.health import HealthServer
 from cloudcoil_sync.controller._internal.leader import LeaderElection
-from cloudcoil_sync.crd import CRD
+from cloudcoil_sync.crd import CRD, Versions
 from cloudcoil_sync.sharding._internal.settings import Sharding
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class Application:
         self,
         name: str,
         *controllers: Controller[Any],
-        resources: Sequence[type[Resource] | CRD] = (),
+        resources: Sequence[type[Resource] | CRD | Versions] = (),
         namespace: str | None = None,
         config: Config | None = None,
         rules: Sequence[RBACRule] = (),
