@@ -112,12 +112,20 @@ def run(recorder: Recorder, server: ConversionServer) -> None:
     recorder.cleanup()
     recorder.send("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
     r = recorder.record
-    r("create-crd: multi-version CRD, Webhook conversion by URL", "POST", CRDS,
-      crd_manifest(url, bundle))  # fmt: skip
+    r(
+        "create-crd: multi-version CRD, Webhook conversion by URL",
+        "POST",
+        CRDS,
+        crd_manifest(url, bundle),
+    )
     recorder.wait_established()
     r("get-crd: storedVersions after create", "GET", f"{CRDS}/{CRD_NAME}")
-    alpha = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "Thing",
-             "metadata": {"name": "a"}, "spec": {"greeting": "hi"}}  # fmt: skip
+    alpha = {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "Thing",
+        "metadata": {"name": "a"},
+        "spec": {"greeting": "hi"},
+    }
     r("create-v1alpha1: deprecated version, stored as v1", "POST", path("v1alpha1"), alpha)
     r("get-v1: the renamed field", "GET", path("v1", "a"))
     current = r("get-v1alpha1: back unchanged", "GET", path("v1alpha1", "a"))
@@ -126,8 +134,12 @@ def run(recorder: Recorder, server: ConversionServer) -> None:
     r("put-v1-replicas: a field v1alpha1 lacks", "PUT", path("v1", "a"), hub)
     r("get-v1alpha1-stash: replicas kept in the annotation", "GET", path("v1alpha1", "a"))
     r("list-v1alpha1: converted items", "GET", path("v1alpha1"))
-    r("watch-v1alpha1: converted events", "GET", path("v1alpha1"),
-      query="watch=1&resourceVersion=0&timeoutSeconds=2")  # fmt: skip
+    r(
+        "watch-v1alpha1: converted events",
+        "GET",
+        path("v1alpha1"),
+        query="watch=1&resourceVersion=0&timeoutSeconds=2",
+    )
     del current  # the reads above are the recording
     failing = {**alpha, "metadata": {"name": "f"}, "spec": {"greeting": "fail"}}
     r("create-webhook-failure: the webhook answers Failure", "POST", path("v1alpha1"), failing)
@@ -135,16 +147,24 @@ def run(recorder: Recorder, server: ConversionServer) -> None:
     moved = {**crd, "spec": crd_manifest(url, bundle, storage="v1alpha1")["spec"]}
     r("put-crd-storage-v1alpha1: storage version moved", "PUT", f"{CRDS}/{CRD_NAME}", moved)
     recorder.pause.wait(2.0)
-    b = {"apiVersion": f"{GROUP}/v1", "kind": "Thing", "metadata": {"name": "b"},
-         "spec": {"message": "bee", "replicas": 1}}  # fmt: skip
+    b = {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "Thing",
+        "metadata": {"name": "b"},
+        "spec": {"message": "bee", "replicas": 1},
+    }
     r("create-v1-stored-as-v1alpha1: while v1alpha1 is the storage", "POST", path("v1"), b)
     _, _, crd = recorder.send("GET", f"{CRDS}/{CRD_NAME}")
     back = {**crd, "spec": crd_manifest(url, bundle)["spec"]}
     r("put-crd-storage-v1: storage version back to v1", "PUT", f"{CRDS}/{CRD_NAME}", back)
     recorder.pause.wait(2.0)
     _, _, stored_b = recorder.send("GET", path("v1", "b"))
-    r("put-noop-rewrite: an unchanged PUT rewrites to the storage version", "PUT",
-      path("v1", "b"), stored_b)  # fmt: skip
+    r(
+        "put-noop-rewrite: an unchanged PUT rewrites to the storage version",
+        "PUT",
+        path("v1", "b"),
+        stored_b,
+    )
     _, _, crd = recorder.send("GET", f"{CRDS}/{CRD_NAME}")
     dropped = json.loads(json.dumps(crd))
     dropped["spec"]["versions"] = [v for v in dropped["spec"]["versions"] if v["name"] == "v1"]
@@ -155,8 +175,12 @@ def run(recorder: Recorder, server: ConversionServer) -> None:
     r("put-crd-status-trim: storedVersions = [v1]", "PUT", f"{CRDS}/{CRD_NAME}/status", trimmed)
     _, _, missing = recorder.send("GET", f"{CRDS}/{CRD_NAME}")
     missing["status"]["storedVersions"] = ["v1alpha1"]
-    r("put-crd-status-without-storage: accepted, status writes do not check it", "PUT",
-      f"{CRDS}/{CRD_NAME}/status", missing)  # fmt: skip
+    r(
+        "put-crd-status-without-storage: accepted, status writes do not check it",
+        "PUT",
+        f"{CRDS}/{CRD_NAME}/status",
+        missing,
+    )
     server.stop()
     r("get-v1alpha1-webhook-down: conversion call fails", "GET", path("v1alpha1", "a"))
     r("get-v1-webhook-down: the storage version needs no webhook", "GET", path("v1", "a"))

@@ -30,7 +30,7 @@ def test_the_example_converts_both_ways_and_reconciles_v1(
     old.create(
         module.GizmoV1Alpha1.model_validate({"metadata": {"name": "a"}, "spec": {"greeting": "hi"}})
     )
-    stored = gizmo(kube_emulator, "a") or {}
+    stored = kube_emulator.store.get((GROUP, "gizmos"), "default", "a") or {}
     assert stored["apiVersion"] == f"{GROUP}/v1"  # stored in the storage version
     assert stored["spec"] == {"message": "hi", "replicas": 1}
 

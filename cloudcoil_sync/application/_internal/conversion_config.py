@@ -6,6 +6,13 @@ in, by the same annotation as on webhook configurations). Without it (``--withou
 an operator run outside the cluster): only the storage version is served and
 ``conversion.strategy`` is ``None``, so the API server never needs to convert anything;
 `install` refuses that while ``status.storedVersions`` still lists another version.
+
+`stage_conversions` is install's part: it refuses a CRD that drops (or, without the webhook,
+no longer converts) a version still in ``status.storedVersions``, naming ``migrate``, and
+orders a CRD converting by webhook so that it converts only once the webhook answers: a new
+CRD is first applied serving its storage version only (nothing is stored yet, so nothing
+needs converting), an existing one is left as it is, and the full CRD is applied after the
+Deployment serving ``/convert/...`` is available, just before the admission registrations.
 """
 
 from __future__ import annotations
@@ -14,13 +21,26 @@ import base64
 from typing import TYPE_CHECKING, Any
 
 from cloudcoil_sync.application._internal.extras import INJECT_CA, certificate_name
+from cloudcoil_sync.application._internal.progress import InstallError
+from cloudcoil_sync.client import ClientError, NotFound
 
 if TYPE_CHECKING:
     from cloudcoil_sync.application._internal.settings import WebhookServer
+    from cloudcoil_sync.client import Config
 
-__all__ = ["crd_conversions", "is_multi_version", "storage_only", "with_conversion_webhook"]
+__all__ = [
+    "CRDS",
+    "crd_conversions",
+    "is_multi_version",
+    "multi_version",
+    "stage_conversions",
+    "storage",
+    "storage_only",
+    "with_conversion_webhook",
+]
 
 JSON = dict[str, Any]
+CRDS = ("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 
 
 def is_multi_version(document: JSON) -> bool:
@@ -95,3 +115,66 @@ def crd_conversions(
             )
         out.append(document)
     return out
+
+
+def storage(crd: JSON) -> str:
+    return next((v["name"] for v in crd["spec"]["versions"] if v.get("storage")), "")
+
+
+def multi_version(document: JSON) -> bool:
+    return document.get("kind") == "CustomResourceDefinition" and (
+        len((document.get("spec") or {}).get("versions") or []) > 1
+    )
+
+
+def stage_conversions(documents: list[JSON], config: Config, app: str) -> list[JSON]:
+    """``documents`` (install order) with every CRD checked against the cluster's
+    ``storedVersions`` and each converting by webhook staged around the rollout: applied
+    serving its storage version only if new (left as it is if not), then in full just
+    before the admission registrations, once the Deployment serving it is available."""
+    crds = config.client(CRDS)
+    staged: list[JSON] = []
+    later: list[JSON] = []
+    for document in documents:
+        if document.get("kind") != "CustomResourceDefinition":
+            staged.append(document)
+            continue
+        name = document["metadata"]["name"]
+        try:
+            current = crds.get(name)
+        except NotFound:
+            current = None
+        except ClientError as exc:
+            if not multi_version(document):  # the apply that follows reports it
+                staged.append(document)
+                continue
+            raise InstallError(f"reading CustomResourceDefinition {name} failed: {exc}") from None
+        _check_stored(document, current, app)
+        if (document["spec"].get("conversion") or {}).get("strategy") != "Webhook":
+            staged.append(document)
+            continue
+        if current is None:
+            staged.append(storage_only(document))
+        later.append(document)
+    at = next(
+        (i for i, d in enumerate(staged) if d["kind"].endswith("WebhookConfiguration")),
+        len(staged),
+    )
+    return staged[:at] + later + staged[at:]
+
+
+def _check_stored(document: JSON, current: JSON | None, app: str) -> None:
+    stored = ((current or {}).get("status") or {}).get("storedVersions") or []
+    versions = document["spec"]["versions"]
+    readable = {v["name"] for v in versions}
+    if (document["spec"].get("conversion") or {}).get("strategy") != "Webhook":
+        readable = {storage(document)}  # --without-webhooks: nothing converts
+    left = [version for version in stored if version not in readable]
+    if left:
+        name = document["metadata"]["name"]
+        raise InstallError(
+            f"{name}: objects may still be stored as {', '.join(left)}, which this install "
+            f"would {'drop' if set(left) - {v['name'] for v in versions} else 'no longer convert'}"
+            f" (status.storedVersions = {stored}); run the {app} operator's migrate command "
+            "(python app.py migrate) first"
+        )
