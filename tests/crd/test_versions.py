@@ -195,3 +195,11 @@ CA = (
     b"-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ2h0ZXN0Y2VydGlmaWNhdGUwCgYIKoZIzj0EAwIw\n"
     b"-----END CERTIFICATE-----\n"
 )
+
+
+def test_two_controllers_on_two_versions_of_one_kind_overlap() -> None:
+    app = Application("gizmos", resources=(GIZMOS,), webhook=WebhookServer())
+    control(app, Gizmo)
+    control(app, GizmoV1Alpha1)
+    with pytest.raises(ValueError, match="Two controllers reconcile the same Gizmo objects"):
+        app.manifests(ca_bundle=CA)

@@ -75,6 +75,11 @@ class Versions:
         for version in versions:
             setattr(version.model, VERSIONS_ATTRIBUTE, self)
 
+    @staticmethod
+    def of(model: type[Resource]) -> Versions | None:
+        """The `Versions` ``model`` is one version of (its own class only), else None."""
+        return versions_of(model)
+
     @property
     def models(self) -> tuple[type[Resource], ...]:
         return tuple(v.model for v in self.versions)
