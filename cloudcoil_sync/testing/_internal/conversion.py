@@ -11,7 +11,7 @@ deadline; `admission_transport`). A failed call or a ``Failure`` result is kube-
 with their ``Warning`` (`resources.crd_types`); ``status.storedVersions`` gains the storage
 version on every update of the CRD's spec, and a version still listed there cannot leave
 ``spec.versions`` (422).
-Simplification: each object is converted in its own review (kube-apiserver batches a list's).
+Simplification: each object is converted in its own review, for lists and watches too.
 """
 
 from __future__ import annotations
