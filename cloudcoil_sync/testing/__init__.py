@@ -19,9 +19,8 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   open watch that falls behind the history (or outlives ``forget_history``) ends the same way.
 - Only one version per group is served for built-in kinds. Custom resources are stored once;
   a CRD with ``conversion.strategy: Webhook`` has its conversion webhook called over HTTPS
-  (one object per ConversionReview, for lists too: a list may cost more reviews than in
-  kube-apiserver), with ``None``
-  only the apiVersion changes.
+  (one object per ConversionReview, for lists too); with ``None`` only the apiVersion
+  changes.
 - Validation covers names (RFC 1123 subdomain, namespace labels), required ``eventTime`` for
   events.k8s.io Events, CRD naming; built-in kinds get no defaulting except Deployment/Pod
   specs, Namespaces and CRDs. Custom resources are pruned, defaulted and validated against
