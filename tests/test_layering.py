@@ -158,6 +158,8 @@ SEAMS: dict[str, dict[str, str]] = {
         "watches (shard Leases, unplaced objects), as the controllers' informers",
     },
     "application": {
+        "cloudcoil_sync.admission._internal.conversion": "conversion_route: the conversion "
+        "webhook of a multi-version CRD, beside its admission routes",
         "cloudcoil_sync.admission._internal.configurations": "webhook_configurations: the "
         "Mutating/ValidatingWebhookConfigurations of the manifests",
         "cloudcoil_sync.admission._internal.decorators": "admission_methods: "
@@ -181,6 +183,8 @@ SEAMS: dict[str, dict[str, str]] = {
         "manager, the webhook and the ring",
         "cloudcoil_sync.controller._internal.overlap": "check_overlap: two controllers of one "
         "kind, checked across the application",
+        "cloudcoil_sync.crd._internal.versions": "versions_of: the Versions a model belongs "
+        "to, for the overlap check of controllers on two versions of one kind",
         "cloudcoil_sync.crd._internal.decorator": "resource_options: a custom resource's plural "
         "and scope for RBAC, routes and the scope check",
         "cloudcoil_sync.sharding._internal.kinds": "ShardedKind, primary_kind: the kinds the "
@@ -193,6 +197,8 @@ SEAMS: dict[str, dict[str, str]] = {
         "client's codec (orjson, the same strictness)",
         "cloudcoil_sync.client._internal.rest": "builtin_mappings: the emulator serves the "
         "built-in kinds the client maps",
+        "cloudcoil_sync.crd._internal.convert": "round_trip_problems: check_round_trip reports "
+        "what a conversion round trip lost",
     },
 }
 

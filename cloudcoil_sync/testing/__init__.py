@@ -17,8 +17,10 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   bumps it. The watch history is a bounded list (``history_size`` events); older
   resourceVersions get ``410 Expired`` as a watch ERROR event, as etcd compaction causes; an
   open watch that falls behind the history (or outlives ``forget_history``) ends the same way.
-- Only one version per group is served for built-in kinds; custom resources are stored once and
-  served at every served version without conversion (no conversion webhooks).
+- Only one version per group is served for built-in kinds. Custom resources are stored once;
+  a CRD with ``conversion.strategy: Webhook`` has its conversion webhook called over HTTPS
+  (one object per ConversionReview, for lists too); with ``None`` only the apiVersion
+  changes.
 - Validation covers names (RFC 1123 subdomain, namespace labels), required ``eventTime`` for
   events.k8s.io Events, CRD naming; built-in kinds get no defaulting except Deployment/Pod
   specs, Namespaces and CRDs. Custom resources are pruned, defaulted and validated against
@@ -92,6 +94,7 @@ from cloudcoil_sync.testing._internal.faults import Faults, InjectedFault
 from cloudcoil_sync.testing._internal.hooks import AdmissionHook, StoreObserver
 from cloudcoil_sync.testing._internal.latency import PROFILES, LatencyModel
 from cloudcoil_sync.testing._internal.operator import OperatorRunner
+from cloudcoil_sync.testing._internal.round_trip import check_round_trip
 from cloudcoil_sync.testing._internal.status import ApiError
 from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
@@ -107,4 +110,5 @@ __all__ = [
     "LogEntry",
     "OperatorRunner",
     "StoreObserver",
+    "check_round_trip",
 ]

@@ -21,9 +21,14 @@ def test_public_names() -> None:
     assert sorted(cloudcoil_sync.crd.__all__) == [
         "CEL",
         "CRD",
+        "ConversionError",
         "ListType",
         "PrinterColumn",
+        "STASH_ANNOTATION",
         "SchemaError",
+        "Version",
+        "Versions",
+        "convert",
         "custom_resource",
     ]
     assert issubclass(cloudcoil_sync.crd.SchemaError, ValueError)

@@ -177,7 +177,7 @@ def test_resource_registered_twice():
 def test_crd_names_must_be_distinct():
     app = Application("widgets", resources=(WidgetV1,))
     reconciled(app, Widget)
-    with pytest.raises(ValueError, match=r"CRDs must have distinct metadata\.name values"):
+    with pytest.raises(ValueError, match=r"both define the CRD widgets"):
         app.validate_definition()
 
 

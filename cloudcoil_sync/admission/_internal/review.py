@@ -18,7 +18,7 @@ from typing import Any
 
 from cloudcoil_sync.admission._internal.routes import Route
 
-__all__ = ["REVIEW_API_VERSION", "InvalidReview", "parse_review"]
+__all__ = ["REVIEW_API_VERSION", "InvalidReview", "decode_document", "parse_review"]
 
 REVIEW_API_VERSION = "admission.k8s.io/v1"
 # Kubernetes objects are a few levels deep and, at the API server's request limit of 3 MiB,
@@ -44,6 +44,22 @@ def _finite_float(text: str) -> float:
 
 def parse_review(body: bytes, route: Route) -> dict[str, Any]:
     """The `request` member of an AdmissionReview v1 that matches `route`, else InvalidReview."""
+    document = decode_document(body)
+    if document.get("apiVersion") != REVIEW_API_VERSION or document.get("kind") != (
+        "AdmissionReview"
+    ):
+        raise InvalidReview("not an admission.k8s.io/v1 AdmissionReview")
+    review = document.get("request")
+    if not isinstance(review, dict):
+        raise InvalidReview("request missing")
+    _check_shape(review)
+    _check_route(review, route)
+    return review
+
+
+def decode_document(body: bytes) -> dict[str, Any]:
+    """A JSON object within MAX_VALUES values and MAX_DEPTH levels, else InvalidReview
+    (also the conversion webhook's parsing)."""
     if _values(body) > MAX_VALUES:
         raise InvalidReview(f"more than {MAX_VALUES} JSON values")
     try:
@@ -57,16 +73,7 @@ def parse_review(body: bytes, route: Route) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise InvalidReview("not an object")
     _check_depth(document)
-    if document.get("apiVersion") != REVIEW_API_VERSION or document.get("kind") != (
-        "AdmissionReview"
-    ):
-        raise InvalidReview("not an admission.k8s.io/v1 AdmissionReview")
-    review = document.get("request")
-    if not isinstance(review, dict):
-        raise InvalidReview("request missing")
-    _check_shape(review)
-    _check_route(review, route)
-    return review
+    return document
 
 
 # A JSON string (escapes included), as an unrolled loop: linear, no backtracking.

@@ -29,6 +29,7 @@ from cloudcoil_sync.admission._internal.route import (
 from cloudcoil_sync.crd._internal.decorator import resource_options
 
 if TYPE_CHECKING:
+    from cloudcoil_sync.admission._internal.conversion_route import ConversionRoute
     from cloudcoil_sync.client import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,6 +82,8 @@ class AdmissionRoutes:
         self.config = config
         self.max_body_bytes = max_body_bytes
         self.routes: dict[str, Route] = {}
+        # Conversion endpoints of multi-version kinds (conversion.py), by path.
+        self.conversions: dict[str, ConversionRoute] = {}
 
     def add(self, route: Route) -> Route:
         if route.path in self.routes:

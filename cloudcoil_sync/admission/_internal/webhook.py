@@ -8,9 +8,8 @@ discarded). Served by `WebhookHost`, a handler runs on the request's own thread 
 the host's watchdog answers 504 at the deadline (no thread hand-off per request); under
 any other WSGI server it runs on a pool thread the request waits for. Answers follow
 cloudcoil 0.8: 404 unknown path, 405 not POST, 415 not JSON, 413 too large, 400 malformed
-or mismatched review, 504 deadline, 500 handler defect; otherwise 200 with the
-AdmissionReview response. Under another WSGI server `/healthz` is answered as the operator
-hosts answer it (`_internal/endpoints.py`: ``ok``, GET or HEAD).
+or mismatched review, 504 deadline, 500 handler defect; otherwise 200 with the review's
+response. Under another WSGI server `/healthz` is answered as the operator hosts do.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from pydantic import ValidationError
 from cloudcoil_sync._internal.endpoints import HEALTHZ, OperatorEndpoints
 from cloudcoil_sync._internal.patches import MutationBase, mutation_patch
 from cloudcoil_sync.admission._internal.concurrency import RouteSlots
+from cloudcoil_sync.admission._internal.conversion import serve_conversion
 from cloudcoil_sync.admission._internal.deadlines import LATE_ANSWER
 from cloudcoil_sync.admission._internal.handlers import HandlerPool, HandlerTimeout, PoolClosed
 from cloudcoil_sync.admission._internal.lograte import ClientLog
@@ -94,6 +94,7 @@ class AdmissionWebhook(AdmissionRoutes):
                 max_body_bytes=max_body_bytes or routes.max_body_bytes,
             )
             self.routes = routes.routes  # served live: routes added to `routes` are served
+            self.conversions = routes.conversions
         else:
             super().__init__(config=config, max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES)
             if isinstance(routes, Mapping):
@@ -130,6 +131,8 @@ class AdmissionWebhook(AdmissionRoutes):
         path = environ.get("PATH_INFO", "")
         method = environ.get("REQUEST_METHOD", "GET")
         route = self.routes.get(path)
+        if route is None and path in self.conversions:
+            return serve_conversion(self, self.conversions[path], environ)
         if route is None:
             return 404, {"message": "Unknown webhook path"}
         if method != "POST":

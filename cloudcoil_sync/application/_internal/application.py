@@ -31,7 +31,7 @@ from cloudcoil_sync.application._internal.placing import placing_routes
 from cloudcoil_sync.application._internal.runtime import ATTACHED, IDLE, RunState
 from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServer
 from cloudcoil_sync.controller import Controller, HealthServer, LeaderElection
-from cloudcoil_sync.crd import CRD
+from cloudcoil_sync.crd import CRD, Versions
 from cloudcoil_sync.sharding import Sharding
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class Application:
         self,
         name: str,
         *controllers: Controller[Any],
-        resources: Sequence[type[Resource] | CRD] = (),
+        resources: Sequence[type[Resource] | CRD | Versions] = (),
         namespace: str | None = None,
         config: Config | None = None,
         rules: Sequence[RBACRule] = (),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.endpoints import PATHS
+from cloudcoil_sync.admission._internal.conversion import conversion_route
 from cloudcoil_sync.admission._internal.decorators import admission_methods
 from cloudcoil_sync.admission._internal.route import GVKKey, Route, gvk_key
 from cloudcoil_sync.admission._internal.routes import (
@@ -25,8 +26,9 @@ from cloudcoil_sync.application._internal.settings import WebhookServer
 from cloudcoil_sync.controller import Controller
 from cloudcoil_sync.controller._internal.budgets import WRITE_GRACE
 from cloudcoil_sync.controller._internal.overlap import check_overlap
-from cloudcoil_sync.crd import CRD
+from cloudcoil_sync.crd import CRD, Versions
 from cloudcoil_sync.crd._internal.decorator import resource_options
+from cloudcoil_sync.crd._internal.versions import versions_of
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -45,24 +47,50 @@ __all__ = [
 
 
 def collect_crds(
-    resources: Iterable[type[Resource] | CRD], controllers: Sequence[Controller[Any]]
+    resources: Iterable[type[Resource] | CRD | Versions],
+    controllers: Sequence[Controller[Any]],
 ) -> tuple[CRD, ...]:
-    """`resources=` entries plus every `@custom_resource` primary kind, each once."""
+    """`resources=` entries plus every `@custom_resource` primary kind, each once; a model
+    that is one of a `Versions` brings the multi-version CRD."""
     definitions: dict[type[Resource], CRD] = {}
     for item in resources:
-        definition = item if isinstance(item, CRD) else CRD(item)
+        definition = item if isinstance(item, CRD) else CRD(_kind(item))
         if definition.resource in definitions:
             raise ValueError("A resource cannot be registered twice")
         definitions[definition.resource] = definition
     for controller in controllers:
-        if controller.resource not in definitions and resource_options(controller.resource):
+        versions = versions_of(controller.resource)
+        known = {m for crd in definitions.values() for m in _models(crd)}
+        if controller.resource in known:
+            continue
+        if versions is not None:
+            definitions[versions.storage.model] = CRD(versions)
+        elif resource_options(controller.resource):
             definitions[controller.resource] = CRD(controller.resource)
-    names = [crd.name for crd in definitions.values()]
-    if len(set(names)) != len(names):
-        raise ValueError(
-            "CRDs must have distinct metadata.name values; multi-version CRDs are not supported"
-        )
+    _check_names(definitions.values())
     return tuple(definitions.values())
+
+
+def _kind(item: type[Resource] | Versions) -> type[Resource] | Versions:
+    if isinstance(item, type):
+        return versions_of(item) or item
+    return item
+
+
+def _models(crd: CRD) -> tuple[type[Resource], ...]:
+    return crd.versions.models if crd.versions is not None else (crd.resource,)
+
+
+def _check_names(crds: Iterable[CRD]) -> None:
+    seen: dict[str, CRD] = {}
+    for crd in crds:
+        other = seen.setdefault(crd.name, crd)
+        if other is not crd:
+            raise ValueError(
+                f"{other.resource.__name__} and {crd.resource.__name__} both define the CRD "
+                f"{crd.name}; declare the versions of one kind with "
+                "Versions(Version(...), ...) (docs/custom-resources.md, Versions and conversion)"
+            )
 
 
 def admission_table(
@@ -82,8 +110,16 @@ def admission_table(
                 f"{', '.join(twice)} registered twice"
             )
         merged.routes.update(table)
+    crds = tuple(crds)
+    for crd in crds:
+        if crd.versions is not None and crd.versions.multiple:
+            route = conversion_route(crd.versions)
+            merged.conversions[route.path] = route
     models = [crd.resource for crd in crds if admission_methods(crd.resource)]
     merged.register_models(models, require_config=config is not None)
+    shadowed = sorted(set(merged.routes) & set(merged.conversions))
+    if shadowed:
+        raise ValueError(f"Admission paths conflict with conversion webhooks: {shadowed}")
     shadowed = sorted(set(merged.routes) & PATHS)
     if shadowed:
         raise ValueError(
@@ -111,7 +147,13 @@ def check_definition(
     check_overlap(controllers, namespace)
     if table.routes and webhook is None:
         raise ValueError("Admission routes require webhook=WebhookServer(...)")
-    if webhook is not None and not table.routes:
+    if table.conversions and webhook is None:
+        kinds = ", ".join(route.versions.label for route in table.conversions.values())
+        raise ValueError(
+            f"{kinds}: several versions need their conversion webhook: "
+            "pass webhook=WebhookServer(...)"
+        )
+    if webhook is not None and not table.routes and not table.conversions:
         raise ValueError("A webhook server needs admission routes")
     if not controllers and webhook is None:
         raise ValueError("An application needs controllers or webhooks")

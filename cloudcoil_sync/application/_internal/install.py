@@ -32,6 +32,7 @@ from cloudcoil_sync.application._internal.cli import (
     operation_options,
     run_operation,
 )
+from cloudcoil_sync.application._internal.conversion_config import stage_conversions
 from cloudcoil_sync.application._internal.extras import CERT_MANAGER_API, Extras
 from cloudcoil_sync.application._internal.manifests import (
     INSTALLED_BY,
@@ -138,6 +139,7 @@ def install(
         lease = (definition.lease[0], definition.lease[1] or definition.namespace)
     steps = Progress() if progress is None else progress
     with connection(config, definition.namespace, timeout) as cfg:
+        ordered = stage_conversions(ordered, cfg, definition.name)  # see conversion_config
         deadline = OperationDeadline(timeout)
         installer = _Installer(cfg, field_manager(definition.name), deadline, steps, force, dry_run)
         installer.owner = installed_by(definition.name, definition.namespace)

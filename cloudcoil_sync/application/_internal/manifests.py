@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from cloudcoil_sync._internal.names import dns_label
+from cloudcoil_sync.application._internal.conversion_config import crd_conversions
 from cloudcoil_sync.application._internal.extras import Extras, extra_documents, inject_ca
 from cloudcoil_sync.application._internal.images import check_image, check_resources
 from cloudcoil_sync.application._internal.rbac import ControllerAccess, infer_permissions
@@ -152,7 +153,7 @@ def assemble(
         raise ValueError("A Deployment for this operator requires its webhook TLS configuration")
     extras = extras or Extras()
     before, after = _extras(definition, extras, webhook, image is not None, replicas)
-    documents = _identity_documents(definition, name, namespace, webhook)
+    documents = _identity_documents(definition, name, namespace, webhook, ca_bundle, extras)
     if webhook is not None:
         dns_label(webhook.tls_secret, "TLS Secret name")
         documents.append(service(name, namespace, webhook.service_port))
@@ -238,9 +239,15 @@ def _check_crd_names(definition: Definition) -> None:
 
 
 def _identity_documents(
-    definition: Definition, name: str, namespace: str, webhook: WebhookServer | None
+    definition: Definition,
+    name: str,
+    namespace: str,
+    webhook: WebhookServer | None,
+    ca_bundle: bytes | None = None,
+    extras: Extras | None = None,
 ) -> list[dict[str, Any]]:
-    """CRDs, the ServiceAccount and its RBAC (with the metrics reader if metrics are secure)."""
+    """CRDs (multi-version ones calling the conversion webhook, see conversion_config),
+    the ServiceAccount and its RBAC (with the metrics reader if metrics are secure)."""
     secure_metrics = webhook is not None and webhook.secure_metrics
     permissions = infer_permissions(
         namespace=namespace,
@@ -251,6 +258,11 @@ def _identity_documents(
         shard_leases=definition.sharding,
     )
     documents = [manifest for _, manifest in sorted(definition.crds, key=_crd_name)]
+    bundle = webhook.ca_bundle if webhook is not None and ca_bundle is None else ca_bundle
+    injected = webhook is None or (extras is not None and extras.cert_manager)
+    documents = crd_conversions(
+        documents, name, namespace, webhook, None if injected else certificates_only(bundle or b"")
+    )
     documents.append(
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace)}
     )

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from cloudcoil_sync.controller._internal.cache import LabelSelector
+from cloudcoil_sync.crd import Versions
 
 if TYPE_CHECKING:
     from cloudcoil_sync.controller._internal.definition import Controller
@@ -25,7 +26,7 @@ def check_overlap(controllers: Sequence[Controller[Any]], operator_namespace: st
     """ValueError naming the first two controllers that would reconcile the same objects."""
     for index, first in enumerate(controllers):
         for later, second in enumerate(controllers[index + 1 :], index + 1):
-            if first.resource is not second.resource:
+            if not _same_kind(first.resource, second.resource):
                 continue
             if _namespaces_overlap(first, second, operator_namespace) and not _disjoint(
                 first.label_selector, second.label_selector
@@ -38,6 +39,14 @@ def check_overlap(controllers: Sequence[Controller[Any]], operator_namespace: st
                     "or label selectors that exclude each other, or merge them into one "
                     "controller (stages)"
                 )
+
+
+def _same_kind(first: type[Any], second: type[Any]) -> bool:
+    """One model, or two versions of one kind (the same objects, converted)."""
+    if first is second:
+        return True
+    versions = Versions.of(first)
+    return versions is not None and versions is Versions.of(second)
 
 
 def _label(controller: Controller[Any], index: int) -> str:

@@ -16,6 +16,7 @@ from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.crd._internal.decorator import Scope, resource_options
 from cloudcoil_sync.crd._internal.markers import COLUMN_KEY, PrinterColumn, SchemaError
 from cloudcoil_sync.crd._internal.schema import check_models, structural_schema
+from cloudcoil_sync.crd._internal.versions import Version, Versions
 
 __all__ = ["CRD"]
 
@@ -24,7 +25,10 @@ _AGE = PrinterColumn(name="Age", json_path=".metadata.creationTimestamp", type="
 
 
 class CRD:
-    """A single served/storage version derived from a Resource model.
+    """A CRD derived from a Resource model, or from a `Versions` of several models.
+
+    With `Versions`, every version is listed with its own schema and columns, names and
+    scope come from the storage version, and ``spec.conversion`` asks for the webhook.
 
     Group, version and kind come from ``resource.gvk()``; every other setting falls back
     to the model's ``@custom_resource`` declaration. The status subresource is enabled
@@ -34,7 +38,7 @@ class CRD:
 
     def __init__(
         self,
-        resource: type[Resource],
+        resource: type[Resource] | Versions,
         *,
         plural: str | None = None,
         scope: Scope | None = None,
@@ -45,6 +49,8 @@ class CRD:
         columns: Sequence[PrinterColumn] | None = None,
     ) -> None:
         install_for_script()
+        self.versions = resource if isinstance(resource, Versions) else None
+        resource = resource.storage.model if isinstance(resource, Versions) else resource
         if not isinstance(resource, type) or not issubclass(resource, Resource):
             raise TypeError("resource must be a Resource subclass")
         declared = resource_options(resource)
@@ -63,12 +69,8 @@ class CRD:
         scope = "Namespaced" if scope is None else scope
         _check_names(group, plural, singular, scope, short_names, categories)
         version_spec = _version(resource, version, status, columns)
-        names: dict[str, Any] = {
-            "plural": plural,
-            "singular": singular,
-            "kind": kind,
-            "listKind": f"{kind}List",
-        }
+        names: dict[str, Any] = {"plural": plural, "singular": singular}
+        names.update(kind=kind, listKind=f"{kind}List")
         if short_names:
             names["shortNames"] = list(short_names)
         if categories:
@@ -91,11 +93,15 @@ class CRD:
                 "versions": [version_spec],
             },
         }
+        if self.versions is not None and self.versions.multiple:
+            _add_versions(self._manifest["spec"], self.versions)
 
     @property
     def status(self) -> bool:
-        """Whether the status subresource is enabled."""
-        return "subresources" in self._manifest["spec"]["versions"][0]
+        """Whether the status subresource is enabled (of the storage version)."""
+        versions = self._manifest["spec"]["versions"]
+        stored = next(v for v in versions if v.get("storage"))
+        return "subresources" in stored
 
     def manifest(self) -> dict[str, Any]:
         """An independent copy of the manifest, for YAML export or API submission."""
@@ -107,6 +113,27 @@ class CRD:
 
     def __repr__(self) -> str:
         return f"CRD({self.resource.__name__}, name={self.name!r})"
+
+
+def _add_versions(spec: dict[str, Any], versions: Versions) -> None:
+    spec["versions"] = [_version_entry(entry) for entry in versions.versions]
+    # The webhook's clientConfig is the Application's (service and CA bundle).
+    spec["conversion"] = {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"]}}
+
+
+def _version_entry(entry: Version) -> dict[str, Any]:
+    """One version of a multi-version CRD, from its model's own declaration."""
+    declared = resource_options(entry.model)
+    status = declared.status if declared is not None else None
+    columns = declared.columns if declared is not None else None
+    _identity(entry.model)
+    spec = _version(entry.model, entry.name, status, columns)
+    spec["served"], spec["storage"] = entry.served, entry.storage
+    if entry.deprecated:
+        spec["deprecated"] = True
+        if entry.deprecation_warning is not None:
+            spec["deprecationWarning"] = entry.deprecation_warning
+    return spec
 
 
 def _identity(resource: type[Resource]) -> tuple[str, str, str]:

@@ -327,6 +327,8 @@ def _dispatch(emu: Backend, ex: Exchange, path: str, query: dict[str, str], user
         ex.headers.get("User-Agent", ""),
         user,
     )
+    if route.rt.deprecation:  # a deprecated CRD version warns on every request
+        req.warnings.append(route.rt.deprecation)
     try:
         _execute(emu, ex, verb, req)
     except st.ApiError as err:  # a refused write still carries its decoding warnings
@@ -391,7 +393,7 @@ def _read(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
     accept = ex.headers.get("Accept", "")
     table = tables.wants_table(accept)
     if table is not None:
-        ex.respond(200, dumps(_table(emu, req, verb, table)))
+        ex.respond(200, dumps(_table(emu, req, verb, table)), warnings=req.warnings)
         return
     metadata = partial.wanted(accept)
     if metadata is not None:
@@ -406,7 +408,7 @@ def _read(emu: Backend, ex: Exchange, verb: str, req: Req) -> None:
         body = _encode(emu, req, emu.objects.get(req))
     if emu.latency is not None:
         emu.latency.serve(verb, len(body) if verb == "list" else 0)
-    ex.respond(200, body)
+    ex.respond(200, body, warnings=req.warnings)
 
 
 def _table(emu: Backend, req: Req, verb: str, api_version: str) -> JSON:
@@ -449,7 +451,7 @@ def _watch(emu: Backend, ex: Exchange, req: Req) -> None:
     watch = Watch(req.rt, req.namespace)
     emu.watches.add(watch)
     try:
-        write = ex.start_stream()
+        write = ex.start_stream(warnings=req.warnings)
         if as_table is not None:  # kubectl get -w
             include = req.query.get("includeObject") or "Metadata"
             write = tables.table_events(write, req.rt, emu.store, as_table, include)

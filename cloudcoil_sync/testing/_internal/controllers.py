@@ -140,8 +140,7 @@ class Controllers:
             if ev.type == "ADDED":
                 # Served as soon as the create returns (kube: a few ms later), so clients that
                 # skip waiting for Established do not race; the conditions follow.
-                for rt in crd_types(ev.obj):
-                    self.registry.add(rt)
+                self.registry.add_crd(ev.obj)
             self._queue.put(("establish" if ev.type == "ADDED" else "crd_changed", meta["name"]))
 
     # -- work ------------------------------------------------------------------------------
@@ -279,8 +278,7 @@ class Controllers:
             "acceptedNames": names,
             "storedVersions": crd.get("status", {}).get("storedVersions") or [],
         }
-        for rt in crd_types(crd):
-            self.registry.add(rt)
+        self.registry.add_crd(crd)
         crd_rt = self._type(CRD_KEY)
         if crd_rt is not None:
             req = Req(crd_rt, "", name, "status", user_agent="kube-apiserver")
@@ -292,12 +290,17 @@ class Controllers:
         conditions = ((crd or {}).get("status") or {}).get("conditions") or []
         if crd is None or not any(c.get("type") == "Established" for c in conditions):
             return
-        for rt in crd_types(crd):
-            self.registry.add(rt)
+        self.registry.add_crd(crd)
         storage = next((rt for rt in crd_types(crd) if rt.version == _storage_version(crd)), None)
         if storage is not None:  # new schema defaults show on stored objects (read defaulting)
             custom = self.objects.custom
-            self.store.default_in_place(storage.key, lambda obj: custom.default(storage, obj))
+            version = storage.api_version  # objects stored in another version keep theirs
+
+            def default(obj: JSON) -> None:
+                if obj.get("apiVersion") == version:
+                    custom.default(storage, obj)
+
+            self.store.default_in_place(storage.key, default)
 
     def _do_crd_cleanup(self, name: str) -> None:
         """A CRD being deleted: delete its custom resources (their finalizers still hold

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cloudcoil_sync.testing._internal import status as st
+from cloudcoil_sync.testing._internal.conversion import note_storage_version, stored_version_causes
 from cloudcoil_sync.testing._internal.custom import CustomResources, invalid
 from cloudcoil_sync.testing._internal.deletion import delete, delete_collection
 from cloudcoil_sync.testing._internal.hooks import ObjectAdmission
@@ -155,7 +156,8 @@ class Objects:
         _record_update(req, intended, view_old, apply_w)
         if self.admission is not None:
             self.admission.validate("UPDATE", req, intended, view_old)
-        if intended == view_old or _same_but_managed(intended, view_old):
+        unchanged = intended == view_old or _same_but_managed(intended, view_old)
+        if unchanged and not _restore(rt, old):
             return view_old
         return self._store_update(req, intended, old)
 
@@ -196,7 +198,10 @@ class Objects:
             return
         validate(req.rt, obj, req.rt.group)
         if req.rt.kind == "CustomResourceDefinition" and req.subresource != "status":
+            if old is not None:
+                note_storage_version(obj)
             causes = self.custom.crd_default_causes(obj) + self.custom.crd_causes(obj)
+            causes += stored_version_causes(obj)
             if causes:
                 name = obj["metadata"].get("name", "")
                 raise invalid(req.rt.kind, req.rt.group, name, causes)
@@ -364,6 +369,13 @@ def _same_but_managed(a: JSON, b: JSON) -> bool:
     fa = [{k: v for k, v in e.items() if k != "time"} for e in ma.pop("managedFields", []) or []]
     fb = [{k: v for k, v in e.items() if k != "time"} for e in mb.pop("managedFields", []) or []]
     return fa == fb and {**a, "metadata": ma} == {**b, "metadata": mb}
+
+
+def _restore(rt: ResourceType, stored: JSON) -> bool:
+    """An unchanged update still rewrites an object stored in another version than the
+    storage version (what storage migration relies on)."""
+    converter = rt.converter
+    return converter is not None and stored.get("apiVersion") != converter.storage_api_version
 
 
 def _intended(req: Req, new: Any, old: JSON, view_old: JSON) -> JSON:

@@ -16,6 +16,7 @@ from cloudcoil_sync.testing._internal.admission import WebhookCaller
 from cloudcoil_sync.testing._internal.api import LogEntry, handle
 from cloudcoil_sync.testing._internal.backend import AccessRecord
 from cloudcoil_sync.testing._internal.controllers import Controllers
+from cloudcoil_sync.testing._internal.conversion import converter_for
 from cloudcoil_sync.testing._internal.crud import Objects, Req
 from cloudcoil_sync.testing._internal.custom import at, scale_paths
 from cloudcoil_sync.testing._internal.faults import Faults
@@ -75,6 +76,8 @@ class Emulator:
         self.stopping = threading.Event()
         # Admission webhooks (admission.py): creates/updates via Objects, deletes via the hook.
         self.webhooks = WebhookCaller(self.store)
+        transport = self.webhooks.transport  # conversion webhooks are called the same way
+        self.registry.converters = lambda crd: converter_for(crd, transport)
         self.objects.admission = self.webhooks
         self.admission_hooks: list[AdmissionHook] = [self.webhooks]
         # Deployment-status simulator (see rollout.py); None leaves Deployment status alone.

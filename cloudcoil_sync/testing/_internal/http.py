@@ -161,17 +161,20 @@ class Exchange:
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         self._send(head + body)
 
-    def start_stream(self, content_type: str = "application/json") -> Callable[[bytes], None]:
+    def start_stream(
+        self, content_type: str = "application/json", warnings: Sequence[str] = ()
+    ) -> Callable[[bytes], None]:
         """Send 200 headers for a chunked stream; returns the chunk writer."""
         self.status = 200
         self.before_send(200)
         self.streaming = True
+        warned = "".join(f"Warning: {warning}\r\n" for warning in warnings)
         self._send(
             (
                 "HTTP/1.1 200 OK\r\n"
                 f"Content-Type: {content_type}\r\n"
                 "Transfer-Encoding: chunked\r\n"
-                "Cache-Control: no-cache, private\r\n\r\n"
+                f"{warned}Cache-Control: no-cache, private\r\n\r\n"
             ).encode("latin-1")
         )
         send = self._send

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,9 @@ class ResourceType:
     # Objects of two types with the same storage key are the same objects (Event in two groups).
     storage: tuple[str, str] = ("", "")
     has_generation: bool = False
+    # A CRD's webhook conversion (conversion.Converter) and a deprecated version's Warning.
+    converter: Any = field(default=None, compare=False, hash=False, repr=False)
+    deprecation: str | None = field(default=None, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -230,6 +234,8 @@ class Registry:
 
     _types: dict[tuple[str, str, str], ResourceType] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # CRD -> its Converter or None (set by the emulator: conversion.converter_for).
+    converters: Callable[[dict[str, Any]], Any] | None = None
 
     @classmethod
     def with_builtins(cls) -> Registry:
@@ -243,6 +249,14 @@ class Registry:
     def add(self, rt: ResourceType) -> None:
         with self._lock:
             self._types[(rt.group, rt.version, rt.plural)] = rt
+
+    def add_crd(self, crd: dict[str, Any]) -> list[ResourceType]:
+        """Serve the CRD's served versions (converting through its webhook, if any)."""
+        converter = self.converters(crd) if self.converters is not None else None
+        types = crd_types(crd, converter)
+        for rt in types:
+            self.add(rt)
+        return types
 
     def remove_group_plural(self, group: str, plural: str) -> None:
         with self._lock:
@@ -273,7 +287,7 @@ class Registry:
         return out
 
 
-def crd_types(crd: dict[str, Any]) -> list[ResourceType]:
+def crd_types(crd: dict[str, Any], converter: Any = None) -> list[ResourceType]:
     """Resource types a CustomResourceDefinition serves (one per served version)."""
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
@@ -295,6 +309,19 @@ def crd_types(crd: dict[str, Any]) -> list[ResourceType]:
                 categories=tuple(names.get("categories") or ()),
                 builtin=False,
                 has_generation=True,
+                converter=converter,
+                deprecation=_deprecation(spec, version),
             )
         )
     return out
+
+
+def _deprecation(spec: dict[str, Any], version: dict[str, Any]) -> str | None:
+    """The ``Warning`` a deprecated version sends (kube-apiserver's default text if unset)."""
+    if not version.get("deprecated"):
+        return None
+    kind = (spec.get("names") or {}).get("kind", "")
+    text = version.get("deprecationWarning")
+    if text is None:
+        text = f"{spec.get('group', '')}/{version.get('name', '')} {kind} is deprecated"
+    return '299 - "' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'

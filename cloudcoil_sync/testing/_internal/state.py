@@ -14,7 +14,6 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any
 
-from cloudcoil_sync.testing._internal.resources import crd_types
 from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 
 if TYPE_CHECKING:
@@ -151,8 +150,7 @@ def apply_state(emu: Backend, data: JSON) -> None:
     for entry in entries:
         key = (entry["group"], entry["resource"])
         if key == _CRD_KEY:
-            for rt in crd_types(entry["object"]):
-                emu.registry.add(rt)
+            emu.registry.add_crd(entry["object"])
         emu.store.restore(key, entry["object"])
     for item in data["tokens"]:
         emu.add_token(item["token"], item["user"], item.get("groups") or [])

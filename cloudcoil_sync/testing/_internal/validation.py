@@ -175,6 +175,8 @@ def _is_events_v1(rt: ResourceType) -> bool:
 
 def to_storage(rt: ResourceType, obj: JSON) -> JSON:
     """Convert an object written through ``rt`` into its storage form."""
+    if rt.converter is not None:  # a CRD converting by webhook (conversion.py)
+        return rt.converter.to_storage(obj)  # type: ignore[no-any-return]
     if _is_events_v1(rt):
         out = {_EVENT_FIELDS.get(k, k): v for k, v in obj.items()}
         out["apiVersion"] = "v1"
@@ -189,6 +191,8 @@ def to_storage(rt: ResourceType, obj: JSON) -> JSON:
 
 def from_storage(rt: ResourceType, obj: JSON) -> JSON:
     """Present a stored object through ``rt`` (apiVersion, kind and event field names)."""
+    if rt.converter is not None and obj.get("apiVersion") != rt.api_version:
+        return rt.converter.convert(obj, rt.api_version)  # type: ignore[no-any-return]
     if _is_events_v1(rt):
         back = {v: k for k, v in _EVENT_FIELDS.items()}
         out = {back.get(k, k): v for k, v in obj.items()}
