@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.names import dns_label
-from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.admission._internal.routes import (
     AdmissionRoutes,
     Route,
@@ -82,7 +81,6 @@ class Application:
         health: HealthServer | None = None,
         sharding: Sharding | None = None,
     ) -> None:
-        install_for_script()
         self.name = dns_label(name, "Application name")
         self.namespace = dns_label(resolve_namespace(namespace, config), "Application namespace")
         if config is not None and getattr(config, "namespace", None) != self.namespace:

@@ -29,7 +29,6 @@ import click
 from click.core import ParameterSource
 
 from cloudcoil_sync._compat.click import ParamType
-from cloudcoil_sync._internal.script_errors import install_excepthook
 from cloudcoil_sync.application._internal.extras_cli import extra_options, extras_from
 
 if TYPE_CHECKING:
@@ -449,7 +448,6 @@ def build_cli(app: Operator) -> OperatorGroup:
 
 def main(app: Operator, argv: Sequence[str] | None = None) -> None:
     """Parse ``argv`` (default ``sys.argv[1:]``) and run the command; exits non-zero on error."""
-    install_excepthook()  # definition errors raised from here on end as one line too
     # Models and definitions imported so far live as long as the process: move them out of
     # the collector's sight, so later collections (and the one at exit) do not rescan them.
     gc.freeze()

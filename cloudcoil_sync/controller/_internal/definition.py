@@ -18,7 +18,6 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.callables import require_sync
 from cloudcoil_sync._internal.names import dns_label
-from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.admission._internal.routes import Route, ScopedAdmission
 from cloudcoil_sync.controller._internal.registry import Registry
 from cloudcoil_sync.controller._internal.reporting import PassRequest
@@ -79,7 +78,7 @@ def _positive(setting: str, value: float | None) -> None:
         or not math.isfinite(value)
         or value <= 0
     ):
-        raise ValueError(f"{setting} must be finite and positive")
+        raise ValueError(f"{setting} must be finite and positive, got {value!r}")
 
 
 def _status_updates(explicit: bool | None, reconcile: object, report_status: bool) -> bool:
@@ -121,12 +120,14 @@ def _check_settings(
     timeouts: dict[str, float | None],
 ) -> None:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError("workers must be a positive integer")
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
     for setting, value in timeouts.items():
         _positive(setting, value)
     _positive("resync_period", resync_period)
     if not MIN_RESYNC <= resync_period <= MAX_RESYNC:
-        raise ValueError("resync_period must be between 30 and 86400 seconds")
+        raise ValueError(
+            f"resync_period must be between 30 and 86400 seconds, got {resync_period!r}"
+        )
     if name is not None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("Controller name must not be empty")
@@ -168,7 +169,6 @@ class Controller(Generic[T]):
         event_flush_timeout: float = 2,
         slow_pass_warning: float | None = 30,
     ) -> None:
-        install_for_script()
         _check_types(resource, reconcile, label_selector, events, status_updates)
         _check_settings(
             name=name,

@@ -12,7 +12,6 @@ from cloudcoil.resources import Resource
 from pydantic.errors import PydanticInvalidForJsonSchema
 
 from cloudcoil_sync._internal.names import is_dns1035_label, is_dns_label, is_dns_subdomain
-from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.crd._internal.decorator import Scope, resource_options
 from cloudcoil_sync.crd._internal.markers import COLUMN_KEY, PrinterColumn, SchemaError
 from cloudcoil_sync.crd._internal.schema import check_models, structural_schema
@@ -44,7 +43,6 @@ class CRD:
         status: bool | None = None,
         columns: Sequence[PrinterColumn] | None = None,
     ) -> None:
-        install_for_script()
         if not isinstance(resource, type) or not issubclass(resource, Resource):
             raise TypeError("resource must be a Resource subclass")
         declared = resource_options(resource)
