@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from cloudcoil.resources import Resource
 
@@ -23,9 +23,9 @@ from cloudcoil_sync.admission._internal.routes import (
     ScopedAdmission,
 )
 from cloudcoil_sync.application._internal import composition, runtime
-from cloudcoil_sync.application._internal.extras import Extras
 from cloudcoil_sync.application._internal.lifecycle import Lifespans, LifespanScope
 from cloudcoil_sync.application._internal.manifests import Definition
+from cloudcoil_sync.application._internal.options import ManifestKeywords, ManifestOptions
 from cloudcoil_sync.application._internal.placing import placing_routes
 from cloudcoil_sync.application._internal.runtime import ATTACHED, IDLE, RunState
 from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServer
@@ -240,14 +240,12 @@ class Application:
             webhook=self.webhook,
             routes=list(table.routes.values()) if self.webhook is not None else [],
             health=self.health,
-            shutdown_timeout=composition.drain_bound(self.controllers, self.webhook),
-            write_grace=composition.write_grace(self.controllers),
-            lease_release=composition.lease_release_bound(
-                election.renew_deadline
-                if election is not None
-                else None
-                if self.sharding is None
-                else self.sharding.renew_deadline
+            stop=composition.stop_plan(
+                self.controllers,
+                webhook=self.webhook,
+                health=self.health,
+                leader_election=election,
+                sharding=self.sharding,
             ),
             selector_namespaces=composition.controller_namespaces(self.controllers, namespace),
         )
@@ -261,83 +259,38 @@ class Application:
 
     # Commands (implemented in their own modules) ------------------------------------
 
-    def manifests(
-        self,
-        *,
-        image: str | None = None,
-        command: Sequence[str] | None = None,
-        replicas: int = 1,
-        include_webhooks: bool = True,
-        ca_bundle: bytes | None = None,
-        requests: Mapping[str, str] | None = None,
-        limits: Mapping[str, str] | None = None,
-        extras: Extras | None = None,
-    ) -> list[dict[str, Any]]:
+    def manifests(self, **options: Unpack[ManifestKeywords]) -> list[dict[str, Any]]:
         """Offline CRD/RBAC/Service/Deployment/webhook documents, in install order.
 
-        ``ca_bundle`` replaces ``WebhookServer.ca_bundle`` (the CLI's ``--ca-file``);
-        ``requests``/``limits`` the container's default resources (``none``: ``{}``);
-        ``extras`` the optional objects (PodDisruptionBudget, NetworkPolicy, cert-manager).
+        Keywords (`ManifestOptions`, the flags of ``manifests``): ``image=None`` adds the
+        Deployment, ``command=None`` its container command, ``replicas=1``;
+        ``include_webhooks=True``; ``ca_bundle=None`` replaces ``WebhookServer.ca_bundle``
+        (``--ca-file``); ``requests=None``/``limits=None`` the container's default resources
+        (``{}``: none); ``extras=None`` the optional objects (PodDisruptionBudget,
+        NetworkPolicy, cert-manager).
         """
         from cloudcoil_sync.application._internal.manifests import assemble
 
-        return assemble(
-            self.definition(),
-            image=image,
-            command=command,
-            replicas=replicas,
-            include_webhooks=include_webhooks,
-            ca_bundle=ca_bundle,
-            requests=requests,
-            limits=limits,
-            extras=extras,
-        )
+        return assemble(self.definition(), ManifestOptions(**options))
 
-    def to_yaml(
-        self,
-        *,
-        image: str | None = None,
-        command: Sequence[str] | None = None,
-        replicas: int = 1,
-        include_webhooks: bool = True,
-        ca_bundle: bytes | None = None,
-        requests: Mapping[str, str] | None = None,
-        limits: Mapping[str, str] | None = None,
-        extras: Extras | None = None,
-    ) -> str:
+    def to_yaml(self, **options: Unpack[ManifestKeywords]) -> str:
         """`manifests` as one YAML stream."""
         import yaml
 
-        documents = self.manifests(
-            image=image,
-            command=command,
-            replicas=replicas,
-            include_webhooks=include_webhooks,
-            ca_bundle=ca_bundle,
-            requests=requests,
-            limits=limits,
-            extras=extras,
-        )
-        return str(yaml.safe_dump_all(documents, sort_keys=False))
+        return str(yaml.safe_dump_all(self.manifests(**options), sort_keys=False))
 
     def install(
         self,
         *,
-        image: str | None = None,
-        command: Sequence[str] | None = None,
-        replicas: int = 1,
-        include_webhooks: bool = True,
-        ca_bundle: bytes | None = None,
-        requests: Mapping[str, str] | None = None,
-        limits: Mapping[str, str] | None = None,
-        extras: Extras | None = None,
         timeout: float = 120.0,
         force: bool = False,
         dry_run: bool = False,
         config: Config | None = None,
         progress: Progress | None = None,
+        **options: Unpack[ManifestKeywords],
     ) -> list[Applied]:
-        """Server-side apply of the manifests, waiting for CRDs and rollout; each outcome.
+        """Server-side apply of the manifests (the keywords of `manifests`), waiting for CRDs
+        and rollout; each outcome.
 
         ``config`` defaults to the application's (else one is loaded and closed after).
         """
@@ -345,14 +298,7 @@ class Application:
 
         return install(
             self.definition(),
-            image=image,
-            command=command,
-            replicas=replicas,
-            include_webhooks=include_webhooks,
-            ca_bundle=ca_bundle,
-            requests=requests,
-            limits=limits,
-            extras=extras,
+            ManifestOptions(**options),
             timeout=timeout,
             force=force,
             dry_run=dry_run,

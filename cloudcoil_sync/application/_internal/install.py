@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +32,7 @@ from cloudcoil_sync.application._internal.cli import (
     operation_options,
     run_operation,
 )
-from cloudcoil_sync.application._internal.extras import CERT_MANAGER_API, Extras
+from cloudcoil_sync.application._internal.extras import CERT_MANAGER_API
 from cloudcoil_sync.application._internal.manifests import (
     INSTALLED_BY,
     Definition,
@@ -40,6 +40,7 @@ from cloudcoil_sync.application._internal.manifests import (
     installed_by,
     mark,
 )
+from cloudcoil_sync.application._internal.options import ManifestOptions, OptionError
 from cloudcoil_sync.application._internal.progress import (
     InstallConflict,
     InstallError,
@@ -96,41 +97,26 @@ class Applied:
 
 def install(
     definition: Definition,
+    options: ManifestOptions | None = None,
     *,
-    image: str | None = None,
-    command: Sequence[str] | None = None,
-    replicas: int = 1,
-    include_webhooks: bool = True,
-    ca_bundle: bytes | None = None,
-    requests: Mapping[str, str] | None = None,
-    limits: Mapping[str, str] | None = None,
-    extras: Extras | None = None,
     timeout: float = 120.0,
     force: bool = False,
     dry_run: bool = False,
     config: Config | None = None,
     progress: Progress | None = None,
 ) -> list[Applied]:
-    """Apply the manifests of ``definition`` (see the module docstring); each object's outcome.
+    """Apply the manifests of ``definition`` deployed as ``options`` say (see the module
+    docstring); each object's outcome.
 
     ``config`` stays the caller's; without one, one is loaded and closed at the end. Raises
-    ``ValueError`` for bad options or definitions (before any request),
+    ``ValueError`` for bad options (`OptionError`) or definitions (before any request),
     :class:`InstallConflict`, :class:`InstallTimeout` or :class:`InstallError` otherwise.
     """
     check_timeout(timeout, "Installation")
-    if include_webhooks and definition.webhook is not None and image is None:
-        raise ValueError(WEBHOOKS_NEED_IMAGE)
-    documents = assemble(
-        definition,
-        image=image,
-        command=command,
-        replicas=replicas,
-        include_webhooks=include_webhooks,
-        ca_bundle=ca_bundle,
-        requests=requests,
-        limits=limits,
-        extras=extras,
-    )
+    options = options or ManifestOptions()
+    if options.include_webhooks and definition.webhook is not None and options.image is None:
+        raise OptionError(WEBHOOKS_NEED_IMAGE, "image", "include_webhooks")
+    documents = assemble(definition, options)
     crds = [d for d in documents if d["kind"] == CRD_KIND]
     ordered = crds + [d for d in documents if d["kind"] != CRD_KIND]
     lease = None
@@ -141,7 +127,7 @@ def install(
         deadline = OperationDeadline(timeout)
         installer = _Installer(cfg, field_manager(definition.name), deadline, steps, force, dry_run)
         installer.owner = installed_by(definition.name, definition.namespace)
-        return installer.run(ordered, wait_rollout=image is not None, lease=lease)
+        return installer.run(ordered, wait_rollout=options.image is not None, lease=lease)
 
 
 def check_timeout(timeout: float, what: str) -> None:
@@ -453,36 +439,8 @@ def command(app: Operator) -> click.Command:
     @deployment_options
     @click.option("--force", is_flag=True, help="Take ownership of fields other managers own.")
     @operation_options("installation", "Server-side dry run: show what would change.")
-    def install_command(
-        timeout: float, force: bool, dry_run: bool, quiet: bool, **params: Any
-    ) -> None:
-        if not math.isfinite(timeout):
-            raise click.BadParameter("must be finite", param_hint="--timeout")
+    def install_command(force: bool, **params: Any) -> None:
         options = manifest_options(app.webhook, params)
-        if options.include_webhooks and app.webhook is not None and options.image is None:
-            raise click.UsageError(
-                "Installing webhooks requires --image to wait for a serving Deployment; "
-                "use --without-webhooks to install only CRDs and RBAC"
-            )
-        progress = Progress(quiet=quiet)
-        run_operation(
-            lambda: install(
-                app.definition(),
-                image=options.image,
-                command=options.command,
-                replicas=options.replicas,
-                include_webhooks=options.include_webhooks,
-                ca_bundle=options.ca_bundle,
-                requests=options.requests,
-                limits=options.limits,
-                extras=options.extras,
-                timeout=timeout,
-                force=force,
-                dry_run=dry_run,
-                config=app.config,
-                progress=progress,
-            ),
-            dry_run=dry_run,
-        )
+        run_operation(install, app, params, options=options, force=force)
 
     return install_command

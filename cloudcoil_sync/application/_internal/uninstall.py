@@ -17,7 +17,6 @@ is waited for until the object is gone, all within ``timeout``.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ from cloudcoil_sync.application._internal.manifests import (
     assemble,
     installed_by,
 )
+from cloudcoil_sync.application._internal.options import ManifestOptions
 from cloudcoil_sync.application._internal.progress import (
     InstallTimeout,
     OperationDeadline,
@@ -90,7 +90,7 @@ def removal_order(definition: Definition) -> list[JSON]:
     webhook = definition.webhook is not None
     # Only names matter: the Deployment is not built (its checks are for running in a Pod).
     documents = assemble(
-        definition, include_webhooks=True, ca_bundle=_PLACEHOLDER_CA if webhook else None
+        definition, ManifestOptions(ca_bundle=_PLACEHOLDER_CA if webhook else None)
     )
     name, namespace = definition.name, definition.namespace
     documents.append(_identity("apps/v1", "Deployment", name, namespace))
@@ -289,20 +289,7 @@ def command(app: Operator) -> click.Command:
         help="Also delete the CRDs, and with them every custom resource of them.",
     )
     @operation_options("removal", "Server-side dry run: show what would go.")
-    def uninstall_command(include_crds: bool, timeout: float, dry_run: bool, quiet: bool) -> None:
-        if not math.isfinite(timeout):
-            raise click.BadParameter("must be finite", param_hint="--timeout")
-        progress = Progress(quiet=quiet)
-        run_operation(
-            lambda: uninstall(
-                app.definition(),
-                include_crds=include_crds,
-                timeout=timeout,
-                dry_run=dry_run,
-                config=app.config,
-                progress=progress,
-            ),
-            dry_run=dry_run,
-        )
+    def uninstall_command(include_crds: bool, **params: Any) -> None:
+        run_operation(uninstall, app, params, include_crds=include_crds)
 
     return uninstall_command

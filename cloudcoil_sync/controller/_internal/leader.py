@@ -159,7 +159,7 @@ class LeaderElection:
     @property
     def http_timeout(self) -> float:
         """Per-request timeout, as controller-runtime: max(1 s, renew_deadline / 2)."""
-        return max(1.0, self.renew_deadline / 2)
+        return budgets.lease_request_timeout(self.renew_deadline)
 
     # -- state -------------------------------------------------------------------------------
 
