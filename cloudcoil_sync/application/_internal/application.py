@@ -27,6 +27,7 @@ from cloudcoil_sync.application._internal.lifecycle import Lifespans, LifespanSc
 from cloudcoil_sync.application._internal.manifests import Definition
 from cloudcoil_sync.application._internal.options import ManifestKeywords, ManifestOptions
 from cloudcoil_sync.application._internal.placing import placing_routes
+from cloudcoil_sync.application._internal.progress import Operation
 from cloudcoil_sync.application._internal.runtime import ATTACHED, IDLE, RunState
 from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServer
 from cloudcoil_sync.controller._internal.definition import Controller
@@ -296,14 +297,10 @@ class Application:
         """
         from cloudcoil_sync.application._internal.install import install
 
+        config = config if config is not None else self.config
+        operation = Operation(timeout, dry_run, config, progress)
         return install(
-            self.definition(),
-            ManifestOptions(**options),
-            timeout=timeout,
-            force=force,
-            dry_run=dry_run,
-            config=config if config is not None else self.config,
-            progress=progress,
+            self.definition(), ManifestOptions(**options), force=force, operation=operation
         )
 
     def uninstall(
@@ -318,14 +315,9 @@ class Application:
         """Remove what `install` applied, admission registrations first (see `uninstall`)."""
         from cloudcoil_sync.application._internal.uninstall import uninstall
 
-        return uninstall(
-            self.definition(),
-            include_crds=include_crds,
-            timeout=timeout,
-            dry_run=dry_run,
-            config=config if config is not None else self.config,
-            progress=progress,
-        )
+        config = config if config is not None else self.config
+        operation = Operation(timeout, dry_run, config, progress)
+        return uninstall(self.definition(), include_crds=include_crds, operation=operation)
 
     def run(self, *, stop: threading.Event | None = None) -> None:
         """Serve admission and run controllers until `stop` is set (no signal handlers)."""

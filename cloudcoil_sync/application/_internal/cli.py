@@ -309,20 +309,14 @@ def run_operation(
     """``install``/``uninstall`` of ``app``'s definition with the `operation_options` in
     ``params`` and the command's own ``keywords``: failures as one line; with ``--dry-run``,
     print each outcome's ``dry_run_line()``."""
-    from cloudcoil_sync.application._internal.progress import Progress
+    from cloudcoil_sync.application._internal.progress import Operation, Progress
 
     timeout, dry_run = params["timeout"], params["dry_run"]
     if not math.isfinite(timeout):
         raise click.BadParameter("must be finite", param_hint="--timeout")
+    steps = Operation(timeout, dry_run, app.config, Progress(quiet=params["quiet"]))
     with command_errors():
-        results = operation(
-            app.definition(),
-            timeout=timeout,
-            dry_run=dry_run,
-            config=app.config,
-            progress=Progress(quiet=params["quiet"]),
-            **keywords,
-        )
+        results = operation(app.definition(), operation=steps, **keywords)
     if dry_run:
         for result in results:
             click.echo(result.dry_run_line())
