@@ -134,7 +134,7 @@ class Application:
         """Add a reusable controller (group) defined elsewhere."""
         self._check_registration()
         if not isinstance(controller, Controller):
-            raise TypeError("include expects a Controller")
+            raise TypeError(f"include expects a Controller, got {controller!r}")
         if any(item is controller for item in self.controllers):
             raise ValueError("A controller cannot be registered twice")
         if controller.config is not None and controller.config is not self.config:
@@ -365,11 +365,11 @@ class Application:
 
 def _optional(value: Any, kind: type, name: str) -> Any:
     if value is not None and not isinstance(value, kind):
-        raise TypeError(f"{name} must be a {kind.__name__} or None")
+        raise TypeError(f"{name} must be a {kind.__name__} or None, got {value!r}")
     return value
 
 
 def _typed(values: Sequence[Any], kind: type, name: str) -> list[Any]:
     if isinstance(values, str | bytes) or any(not isinstance(v, kind) for v in values):
-        raise TypeError(f"{name} must contain {kind.__name__} values")
+        raise TypeError(f"{name} must contain {kind.__name__} values, got {values!r}")
     return list(values)

@@ -37,20 +37,20 @@ class RBACRule:
 
     def __post_init__(self) -> None:
         if not isinstance(self.resource, type) or not issubclass(self.resource, Resource):
-            raise TypeError("RBACRule.resource must be a Resource class")
+            raise TypeError(f"RBACRule.resource must be a Resource class, got {self.resource!r}")
         for name in ("verbs", "subresources", "resource_names"):
             values = getattr(self, name)
             if isinstance(values, str | bytes) or any(
                 not isinstance(value, str) or not value for value in values
             ):
-                raise ValueError(f"RBACRule.{name} must contain nonempty strings")
+                raise ValueError(f"RBACRule.{name} must contain nonempty strings, got {values!r}")
             object.__setattr__(self, name, tuple(sorted(set(values))))
         if not self.verbs:
             raise ValueError("RBACRule.verbs must not be empty")
         if self.plural is not None:
             dns_label(self.plural, "Resource plural")
         if self.scope not in (None, "Namespaced", "Cluster"):
-            raise ValueError("RBACRule.scope must be Namespaced or Cluster")
+            raise ValueError(f"RBACRule.scope must be Namespaced or Cluster, got {self.scope!r}")
         if self.namespace is not None:
             dns_label(self.namespace, "RBAC namespace")
         if self.namespace is not None and self.all_namespaces:

@@ -96,16 +96,16 @@ def _check_types(
     status_updates: object,
 ) -> None:
     if not isinstance(resource, type) or not issubclass(resource, Resource):
-        raise TypeError("Controller resource must be a Resource class")
+        raise TypeError(f"Controller resource must be a Resource class, got {resource!r}")
     if label_selector is not None and not isinstance(label_selector, str):
-        raise TypeError("label_selector must be a string")
+        raise TypeError(f"label_selector must be a string, got {label_selector!r}")
     if not isinstance(events, bool):
         from cloudcoil_sync.controller._internal.events import EventRecorder
 
         if not isinstance(events, EventRecorder):
-            raise TypeError("events must be a bool or EventRecorder")
+            raise TypeError(f"events must be a bool or EventRecorder, got {events!r}")
     if status_updates is not None and not isinstance(status_updates, bool):
-        raise TypeError("status_updates must be a bool")
+        raise TypeError(f"status_updates must be a bool, got {status_updates!r}")
     if reconcile is not None and not isinstance(reconcile, Stages | Cases):
         require_sync(reconcile, "reconcilers")
 

@@ -44,7 +44,7 @@ class CRD:
         columns: Sequence[PrinterColumn] | None = None,
     ) -> None:
         if not isinstance(resource, type) or not issubclass(resource, Resource):
-            raise TypeError("resource must be a Resource subclass")
+            raise TypeError(f"resource must be a Resource subclass, got {resource!r}")
         declared = resource_options(resource)
         if declared is not None:
             plural = declared.plural if plural is None else plural
@@ -117,14 +117,20 @@ def _identity(resource: type[Resource]) -> tuple[str, str, str]:
         ) from None
     api_version, kind = gvk.api_version, gvk.kind
     if not isinstance(api_version, str) or api_version.count("/") != 1:
-        raise ValueError("api_version must have exactly one group/version separator")
+        raise ValueError(
+            f"api_version must have exactly one group/version separator, got {api_version!r}"
+        )
     group, _, version = api_version.partition("/")
     if not is_dns_subdomain(group):
-        raise ValueError("CRDs require an api_version with a valid DNS group and version")
+        raise ValueError(
+            f"CRDs require an api_version with a valid DNS group and version, got {api_version!r}"
+        )
     if not is_dns1035_label(version):
-        raise ValueError("CRD version must be a DNS label starting with a letter")
+        raise ValueError(f"CRD version must be a DNS label starting with a letter, got {version!r}")
     if not isinstance(kind, str) or not _KIND.fullmatch(kind):
-        raise ValueError("CRD kind must be an alphanumeric identifier starting with a letter")
+        raise ValueError(
+            f"CRD kind must be an alphanumeric identifier starting with a letter, got {kind!r}"
+        )
     return group, version, kind
 
 
