@@ -190,8 +190,9 @@ def test_grace_period_covers_the_longest_drain() -> None:
     app = Application("slow")
     app.controller(ConfigMap, shutdown_timeout=120).reconcile()(lambda config: None)
     deployment = app.manifests(image="ex/slow:v1")[-1]
-    # the drain, then 30 s for a write on the wire (no Lease to release)
-    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 155
+    # the drain, 30 s for a write on the wire, informers and leader lifespan 10 s each, and
+    # 5 s to exit (no Lease to release, no health or webhook server)
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 175
 
 
 def test_help_lists_every_command() -> None:

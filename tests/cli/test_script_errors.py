@@ -1,5 +1,10 @@
-"""Definition mistakes in an operator script run as a CLI: one ``Error:`` line naming the
-script line, exit status 1, no traceback; the user's own bugs keep their traceback."""
+"""Errors of an operator script run as a CLI.
+
+A definition mistake in the script body (``Application("Bad_Name")``, ``workers=0``, an
+``async def`` handler) raises at once, as cloudcoil 0.8 does: Python's traceback, pointing at
+the script line, ending in a message that names the bad value. Errors that reach the command
+line (``app.main()``: bad flags, whole-application checks, API errors) are one ``Error:`` line.
+Nothing installs a process-wide ``sys.excepthook``."""
 
 from __future__ import annotations
 
@@ -10,10 +15,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from cloudcoil.models.kubernetes.core.v1 import ConfigMap
-
-from cloudcoil_sync.application import Application
-from cloudcoil_sync.controller import Controller, HealthServer, LeaderElection
 
 HEADER = """\
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
@@ -25,7 +26,7 @@ if __name__ == "__main__":
 """
 
 
-def run(tmp_path: Path, body: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def run(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "op.py"
     script.write_text(HEADER + textwrap.dedent(body) + FOOTER)
     return subprocess.run(
@@ -35,33 +36,39 @@ def run(tmp_path: Path, body: str, *args: str, **env: str) -> subprocess.Complet
         text=True,
         timeout=120,
         check=False,
-        env={**os.environ, **env},
+        env=os.environ.copy(),
     )
 
 
-def one_line(done: subprocess.CompletedProcess[str], *texts: str) -> None:
+def traceback_ending(done: subprocess.CompletedProcess[str], line: int, last: str) -> None:
+    """Python's own report: the script line in the traceback, the message last."""
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
-    assert done.stderr.startswith("Error: op.py:") and done.stderr.count("\n") == 1, done.stderr
-    assert "Traceback" not in done.stderr
-    for text in texts:
-        assert text in done.stderr
+    assert done.stderr.startswith("Traceback (most recent call last):"), done.stderr
+    assert f'op.py", line {line}, in <module>' in done.stderr, done.stderr
+    assert done.stderr.rstrip().splitlines()[-1].startswith(last), done.stderr
 
 
-def test_a_bad_application_name_is_one_line_naming_the_value_and_the_rule(
-    tmp_path: Path,
-) -> None:
+def test_a_bad_application_name_raises_naming_the_value_and_the_rule(tmp_path: Path) -> None:
     done = run(tmp_path, 'app = Application("Bad_Name")\n')
-    one_line(done, "op.py:3: Application name must be a Kubernetes DNS label", "'Bad_Name'")
+    traceback_ending(
+        done, 3, "ValueError: Application name must be a Kubernetes DNS label, got 'Bad_Name'"
+    )
     assert "RFC 1123" in done.stderr and "DNS-1123" in done.stderr
 
 
 @pytest.mark.parametrize(
-    ("body", "expected"),
+    ("body", "line", "last"),
     [
         (
             'app = Application("ok")\napp.controller(ConfigMap, workers=0)\n',
-            "op.py:4: workers must be",
+            4,
+            "ValueError: workers must be a positive integer, got 0",
+        ),
+        (
+            'app = Application("ok")\napp.controller(ConfigMap, shutdown_timeout=-1)\n',
+            4,
+            "ValueError: shutdown_timeout must be finite and positive, got -1",
         ),
         (
             """\
@@ -72,7 +79,8 @@ def test_a_bad_application_name_is_one_line_naming_the_value_and_the_rule(
             async def reconcile(cm):
                 return cm
             """,
-            "op.py:6: ",
+            6,
+            "TypeError: reconcile: handlers must be synchronous; use def, not async def",
         ),
         (
             """\
@@ -83,64 +91,73 @@ def test_a_bad_application_name_is_one_line_naming_the_value_and_the_rule(
             def check(request):
                 pass
             """,
-            "op.py:6: operations must contain",
-        ),
-        (
-            """\
-            from cloudcoil_sync.controller import Controller
-            configs = Controller(ConfigMap)
-
-            @configs.reconcile()
-            async def reconcile(cm):
-                return cm
-            """,
-            "op.py:6: ",
+            6,
+            "ValueError: operations must contain unique CREATE, UPDATE, or DELETE entries, "
+            "got ('PATCH',)",
         ),
         (
             """\
             from cloudcoil_sync.controller import LeaderElection
             app = Application("ok", leader_election=LeaderElection("Bad_Name"))
             """,
-            "op.py:4: Lease name and namespace must be valid Kubernetes DNS names",
+            4,
+            "ValueError: Lease name and namespace must be valid Kubernetes DNS names, "
+            "got 'Bad_Name'",
+        ),
+        (
+            """\
+            from cloudcoil_sync.application import WebhookServer
+            app = Application("ok", webhook=WebhookServer(port=70000))
+            """,
+            4,
+            "ValueError: Webhook ports must be integers between 1 and 65535, got 70000",
         ),
     ],
-    ids=["controller", "async-handler", "route", "standalone-controller", "argument"],
+    ids=["workers", "timeout", "async-handler", "route", "lease-name", "webhook-port"],
 )
-def test_controller_and_route_mistakes_are_one_line(
-    tmp_path: Path, body: str, expected: str
+def test_definition_mistakes_raise_at_once_naming_the_bad_value(
+    tmp_path: Path, body: str, line: int, last: str
 ) -> None:
-    one_line(run(tmp_path, body), expected)
+    traceback_ending(run(tmp_path, body), line, last)
 
 
-def test_the_users_own_errors_and_the_opt_out_keep_the_traceback(tmp_path: Path) -> None:
-    done = run(tmp_path, 'app = Application("ok")\nraise ValueError("my own bug")\n')
-    assert done.returncode == 1 and "Traceback" in done.stderr and "my own bug" in done.stderr
-    done = run(tmp_path, 'app = Application("Bad_Name")\n', CLOUDCOIL_TRACEBACK="1")
-    assert done.returncode == 1 and "Traceback" in done.stderr
-    assert "ValueError: Application name must be a Kubernetes DNS label" in done.stderr
+def one_line(done: subprocess.CompletedProcess[str], exit_code: int, text: str) -> None:
+    assert done.returncode == exit_code, done.stderr
+    assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr and text in done.stderr, done.stderr
 
 
-def test_library_use_still_raises_at_once() -> None:
-    with pytest.raises(
-        ValueError, match=r"^Application name must be a Kubernetes DNS label, got 'Bad_Name'"
-    ):
-        Application("Bad_Name")
-
-
-def test_a_mistake_in_a_module_the_script_imports_is_one_line_naming_that_module(
-    tmp_path: Path,
-) -> None:
-    (tmp_path / "ops.py").write_text(HEADER + 'app = Application("Bad_Name")\n')
-    one = run(tmp_path, "from ops import app\n")
-    assert one.returncode == 1 and one.stderr.count("\n") == 1, one.stderr
-    assert one.stderr.startswith("Error: ops.py:3: Application name must be a Kubernetes DNS")
+def test_errors_that_reach_the_command_line_are_one_line(tmp_path: Path) -> None:
+    # A whole-application check, made when the command reads the definition.
+    no_handler = 'app = Application("ok")\napp.controller(ConfigMap)\n'
+    one_line(run(tmp_path, no_handler), 1, "Register exactly one entrypoint")
+    # A bad flag.
+    fine = 'app = Application("ok")\napp.controller(ConfigMap).reconcile()(lambda cm: None)\n'
+    one_line(run(tmp_path, fine, "manifests", "--replicas", "0"), 2, "--replicas")
+    one_line(
+        run(tmp_path, fine, "manifests", "--image", "Bad Image"),
+        2,
+        "Invalid value for --image: image 'Bad Image' is not a valid image reference",
+    )
 
 
 HOOK = "print('default hook:', sys.excepthook is sys.__excepthook__)\n"
 
 
-def hook_states(tmp_path: Path, script: str) -> list[str]:
-    (tmp_path / "check.py").write_text(script)
+def test_nothing_installs_a_global_excepthook(tmp_path: Path) -> None:
+    (tmp_path / "check.py").write_text(
+        "import sys\n"
+        "import cloudcoil_sync, cloudcoil_sync.application, cloudcoil_sync.controller\n"
+        "import cloudcoil_sync.admission, cloudcoil_sync.crd, cloudcoil_sync.testing\n"
+        + HEADER
+        + "from cloudcoil_sync.controller import HealthServer, LeaderElection\n"
+        + HOOK
+        + "app = Application('ok', health=HealthServer(), leader_election=LeaderElection('ok'))\n"
+        + "app.controller(ConfigMap).reconcile()(lambda cm: None)\n"
+        + HOOK
+        + "try:\n    app.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        + HOOK,
+    )
     done = subprocess.run(
         [sys.executable, "check.py"],
         cwd=tmp_path,
@@ -150,32 +167,5 @@ def hook_states(tmp_path: Path, script: str) -> list[str]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return [line for line in done.stdout.splitlines() if line.startswith("default hook:")]
-
-
-def test_importing_leaves_sys_excepthook_alone_and_the_cli_installs_it(tmp_path: Path) -> None:
-    (tmp_path / "library.py").write_text(
-        HEADER + "def build():\n    return Application('ok')\n"  # a library's function
-    )
-    states = hook_states(
-        tmp_path,
-        "import sys\n"
-        "import cloudcoil_sync, cloudcoil_sync.application, cloudcoil_sync.controller\n"
-        "import cloudcoil_sync.admission, cloudcoil_sync.crd, cloudcoil_sync.testing\n"
-        + HOOK
-        + "import library\napp = library.build()\n"
-        + HOOK
-        + "try:\n    app.main(['--help'])\nexcept SystemExit:\n    pass\n"
-        + HOOK,
-    )
-    # Imports and a library's definitions leave it alone; the command line installs it.
-    assert states == ["default hook: True", "default hook: True", "default hook: False"]
-
-
-def test_definitions_built_by_other_code_than_the_script_leave_it_alone(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
-    Application("ok", health=HealthServer(), leader_election=LeaderElection("ok"))
-    Controller(ConfigMap)
-    assert sys.excepthook is sys.__excepthook__  # built by a test function, not by a script
+    states = [line for line in done.stdout.splitlines() if line.startswith("default hook:")]
+    assert states == ["default hook: True"] * 3

@@ -203,9 +203,9 @@ def test_missing_type_defaults_are_reported() -> None:
 
 
 def test_resource_argument_must_be_a_resource_class() -> None:
-    with pytest.raises(TypeError, match=r"^resource must be a Resource subclass$"):
+    with pytest.raises(TypeError, match=r"^resource must be a Resource subclass, got "):
         CRD(BaseModel, plural="models")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"^resource must be a Resource subclass$"):
+    with pytest.raises(TypeError, match=r"^resource must be a Resource subclass, got "):
         CRD(ConfigMap(), plural="models")  # type: ignore[arg-type]
 
 

@@ -15,6 +15,7 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.application._internal.cli import build_cli
 from cloudcoil_sync.application._internal.manifests import Definition
+from cloudcoil_sync.application._internal.options import ManifestKeywords, ManifestOptions
 
 from .models import PEM, Widget
 
@@ -47,9 +48,24 @@ def webhook_app() -> Application:
 
 
 def keywords(method: Any) -> dict[str, inspect.Parameter]:
-    parameters = [p for p in inspect.signature(method).parameters.values() if p.name != "self"]
-    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters), parameters
-    return {p.name: p for p in parameters}
+    """The method's keywords, those of ``**options: Unpack[ManifestKeywords]`` included (with
+    `ManifestOptions`' defaults)."""
+    found: dict[str, inspect.Parameter] = {}
+    for parameter in inspect.signature(method).parameters.values():
+        if parameter.name == "self":
+            continue
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            assert parameter.annotation == "Unpack[ManifestKeywords]", parameter
+            defaults = {field.name: field.default for field in dataclasses.fields(ManifestOptions)}
+            assert defaults.keys() == ManifestKeywords.__annotations__.keys()
+            for name, default in defaults.items():
+                found[name] = inspect.Parameter(
+                    name, inspect.Parameter.KEYWORD_ONLY, default=default
+                )
+            continue
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY, parameter
+        found[parameter.name] = parameter
+    return found
 
 
 def cli_defaults(command: str) -> dict[str, Any]:

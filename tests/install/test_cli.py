@@ -116,7 +116,8 @@ def test_webhooks_without_image_is_a_usage_error(
 ) -> None:
     result = invoke(gadgets(b""), "install", "--ca-file", str(ca_file))
     line = error_line(result, 2)
-    assert "Installing webhooks requires --image" in line and "--without-webhooks" in line
+    assert line.startswith("Error: Invalid value for --image / --without-webhooks: ")
+    assert "Installing webhooks requires image=... to wait for a serving Deployment" in line
     assert kube.request_log == []
     assert error_line(invoke(gadgets(None), "install", "--timeout", "inf"), 2)
 

@@ -10,6 +10,7 @@ import pytest
 from cloudcoil_sync.controller._internal.leader import LeaderElection
 
 RANGE = "Require 0 < retry_period < renew_deadline < lease_duration"
+DNS_NAMES = "Lease name and namespace must be valid Kubernetes DNS names"
 
 
 def test_defaults_follow_client_go() -> None:
@@ -43,8 +44,8 @@ def test_short_float_durations_for_tests_round_up_in_the_record() -> None:
         ({"lease_duration": 2**31}, "lease_duration must be a positive int32 number of seconds"),
         ({"identity": ""}, "Lease identity must have 1-128 characters"),
         ({"identity": "x" * 129}, "Lease identity must have 1-128 characters"),
-        ({"namespace": "Bad"}, "Lease name and namespace must be valid Kubernetes DNS names"),
-        ({"namespace": "a.b"}, "Lease name and namespace must be valid Kubernetes DNS names"),
+        ({"namespace": "Bad"}, f"{DNS_NAMES}, got 'Bad'"),
+        ({"namespace": "a.b"}, f"{DNS_NAMES}, got 'a.b'"),
     ],
 )
 def test_invalid_settings(options: dict[str, Any], message: str) -> None:

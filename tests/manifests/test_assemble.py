@@ -12,8 +12,10 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace
 
 from cloudcoil_sync.admission._internal.routes import build_route
 from cloudcoil_sync.application._internal.manifests import Definition, assemble, certificates_only
+from cloudcoil_sync.application._internal.options import ManifestOptions
 from cloudcoil_sync.application._internal.rbac import ControllerAccess
 from cloudcoil_sync.application._internal.settings import WebhookServer
+from cloudcoil_sync.controller._internal.budgets import StopPlan
 from cloudcoil_sync.controller._internal.health import HealthServer
 
 
@@ -64,7 +66,7 @@ def test_controller_only_order_and_secure_deployment() -> None:
         crds=[crd("zeds.example.com"), crd("alphas.example.com")],
         lease=("settings", None),
     )
-    documents = assemble(definition, image="example/settings:v1", replicas=2)
+    documents = assemble(definition, ManifestOptions(image="example/settings:v1", replicas=2))
     assert kinds(documents) == [
         "CustomResourceDefinition",
         "CustomResourceDefinition",
@@ -115,26 +117,38 @@ def test_controller_only_order_and_secure_deployment() -> None:
     assert pod["terminationGracePeriodSeconds"] == 30
 
 
-def test_grace_period_outlasts_the_drain_and_resources_are_settable() -> None:
+def test_grace_period_is_the_stop_plans_and_resources_are_settable() -> None:
     definition = Definition(
-        "settings", "ops", controllers=[ControllerAccess(ConfigMap, "ops")], shutdown_timeout=60.5
+        "settings",
+        "ops",
+        controllers=[ControllerAccess(ConfigMap, "ops")],
+        stop=StopPlan(shutdown_timeout=60.5),
     )
-    documents = assemble(definition, image="example/settings:v1", requests={"cpu": "1"}, limits={})
+    documents = assemble(
+        definition, ManifestOptions(image="example/settings:v1", requests={"cpu": "1"}, limits={})
+    )
     pod = documents[-1]["spec"]["template"]["spec"]
-    assert pod["terminationGracePeriodSeconds"] == 66  # ceil(60.5) + 5
-    # The stop is the drain, then the wait for a write on the wire, then the Lease's release.
-    stopping = dataclasses.replace(definition, write_grace=30.0, lease_release=20.0)
-    stop = assemble(stopping, image="example/settings:v1")[-1]["spec"]["template"]["spec"]
-    assert stop["terminationGracePeriodSeconds"] == 116  # ceil(60.5 + 30 + 20) + 5
+    # The drain, a write on the wire, informers, the leader lifespan, then the exit margin.
+    assert pod["terminationGracePeriodSeconds"] == 116  # ceil(60.5 + 30 + 10 + 10 + 5)
+    leading = dataclasses.replace(definition, stop=StopPlan(shutdown_timeout=60.5, lease_timeout=5))
+    stop = assemble(leading, ManifestOptions(image="example/settings:v1"))[-1]
+    # ... and the Lease's release: 3 request timeouts and a second
+    assert stop["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 116 + 16
     assert pod["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
-    no_resources = assemble(definition, image="example/settings:v1", requests={}, limits={})
+    no_resources = assemble(
+        definition, ManifestOptions(image="example/settings:v1", requests={}, limits={})
+    )
     assert "resources" not in container(no_resources)
     with pytest.raises(ValueError, match=r"requests.memory 1Gi is above its limit 512Mi"):
-        assemble(definition, image="example/settings:v1", requests={"memory": "1Gi"})
+        assemble(
+            definition, ManifestOptions(image="example/settings:v1", requests={"memory": "1Gi"})
+        )
     with pytest.raises(ValueError, match=r"limits.memory: '12 GB' is not a resource quantity"):
-        assemble(definition, image="example/settings:v1", limits={"memory": "12 GB"})
+        assemble(
+            definition, ManifestOptions(image="example/settings:v1", limits={"memory": "12 GB"})
+        )
     with pytest.raises(ValueError, match=r"unknown resource 'gpu'"):
-        assemble(definition, image="example/settings:v1", limits={"gpu": "1"})
+        assemble(definition, ManifestOptions(image="example/settings:v1", limits={"gpu": "1"}))
 
 
 @pytest.mark.parametrize(
@@ -144,7 +158,7 @@ def test_grace_period_outlasts_the_drain_and_resources_are_settable() -> None:
 def test_image_must_be_an_image_reference(image: str) -> None:
     definition = Definition("settings", "ops", controllers=[ControllerAccess(ConfigMap, "ops")])
     with pytest.raises(ValueError, match="is not a valid image reference"):
-        assemble(definition, image=image)
+        assemble(definition, ManifestOptions(image=image))
 
 
 @pytest.mark.parametrize(
@@ -160,7 +174,7 @@ def test_image_must_be_an_image_reference(image: str) -> None:
 )
 def test_image_references_accepted(image: str) -> None:
     definition = Definition("settings", "ops", controllers=[ControllerAccess(ConfigMap, "ops")])
-    assert container(assemble(definition, image=image))["image"] == image
+    assert container(assemble(definition, ManifestOptions(image=image)))["image"] == image
 
 
 def test_health_server_only_operator_gets_port_and_probes() -> None:
@@ -170,7 +184,9 @@ def test_health_server_only_operator_gets_port_and_probes() -> None:
         controllers=[ControllerAccess(ConfigMap, "ops")],
         health=HealthServer(host="0.0.0.0", port=8081),
     )
-    operator = container(assemble(definition, image="img", command=["python", "app.py"]))
+    operator = container(
+        assemble(definition, ManifestOptions(image="img", command=["python", "app.py"]))
+    )
     assert operator["command"] == ["python", "app.py"]
     assert operator["args"] == ["run"]
     assert operator["ports"] == [{"name": "health", "containerPort": 8081}]
@@ -206,7 +222,7 @@ def test_health_server_on_loopback_or_port_zero_cannot_be_probed() -> None:
             "s", "ops", controllers=[ControllerAccess(ConfigMap, "ops")], health=health
         )
         with pytest.raises(ValueError, match=message):
-            assemble(definition, image="img")
+            assemble(definition, ManifestOptions(image="img"))
         assert kinds(assemble(definition)) == ["ServiceAccount", "Role", "RoleBinding"]
 
 
@@ -228,7 +244,9 @@ def webhook_definition(ca: bytes, **webhook: Any) -> Definition:
 
 
 def test_webhook_operator_order_service_tls_and_probes(ca_pair: tuple[bytes, bytes]) -> None:
-    documents = assemble(webhook_definition(ca_pair[0], secure_metrics=False), image="img")
+    documents = assemble(
+        webhook_definition(ca_pair[0], secure_metrics=False), ManifestOptions(image="img")
+    )
     assert kinds(documents) == [
         "ServiceAccount",
         "Role",
@@ -268,7 +286,7 @@ def test_webhook_operator_order_service_tls_and_probes(ca_pair: tuple[bytes, byt
 
 
 def test_secure_metrics_rbac_is_generated_by_default(ca_pair: tuple[bytes, bytes]) -> None:
-    documents = assemble(webhook_definition(ca_pair[0]), image="img")
+    documents = assemble(webhook_definition(ca_pair[0]), ManifestOptions(image="img"))
     assert kinds(documents)[:8] == [
         "ServiceAccount",
         "ClusterRole",
@@ -351,7 +369,7 @@ def test_all_namespaces_controller_removes_the_default_selector(
 def test_private_keys_never_reach_the_output(ca_pair: tuple[bytes, bytes]) -> None:
     cert, key = ca_pair
     for bundle in (key + cert, cert + key):
-        documents = assemble(webhook_definition(bundle), image="img")
+        documents = assemble(webhook_definition(bundle), ManifestOptions(image="img"))
         text = repr(documents)
         assert "PRIVATE KEY" not in text
         for configuration in documents[-2:]:
@@ -362,12 +380,14 @@ def test_private_keys_never_reach_the_output(ca_pair: tuple[bytes, bytes]) -> No
 
 
 def test_ca_override_and_missing_ca(ca_pair: tuple[bytes, bytes]) -> None:
-    documents = assemble(webhook_definition(b""), ca_bundle=ca_pair[0])
+    documents = assemble(webhook_definition(b""), ManifestOptions(ca_bundle=ca_pair[0]))
     assert base64.b64decode(documents[-1]["webhooks"][0]["clientConfig"]["caBundle"]) == ca_pair[0]
     with pytest.raises(ValueError, match=r"^ca_bundle must contain PEM certificate bytes$"):
         assemble(webhook_definition(b""))
     # Without webhooks no CA is needed: no Service, no registrations.
-    assert "Service" not in kinds(assemble(webhook_definition(b""), include_webhooks=False))
+    assert "Service" not in kinds(
+        assemble(webhook_definition(b""), ManifestOptions(include_webhooks=False))
+    )
 
 
 @pytest.mark.parametrize(
@@ -387,7 +407,7 @@ def test_ca_override_and_missing_ca(ca_pair: tuple[bytes, bytes]) -> None:
 )
 def test_option_errors(options: dict[str, Any], message: str, ca_pair: tuple[bytes, bytes]) -> None:
     with pytest.raises(ValueError, match=message):
-        assemble(webhook_definition(ca_pair[0]), **options)
+        assemble(webhook_definition(ca_pair[0]), ManifestOptions(**options))
 
 
 @pytest.mark.parametrize(
@@ -413,7 +433,7 @@ def test_definition_errors(definition: Definition, message: str) -> None:
 def test_tls_paths_and_secret_are_checked(ca_pair: tuple[bytes, bytes]) -> None:
     bad = webhook_definition(ca_pair[0], certfile="/tls.crt", keyfile="/tls.key")
     with pytest.raises(ValueError, match="distinct absolute paths in the same non-root"):
-        assemble(bad, image="img")
+        assemble(bad, ManifestOptions(image="img"))
     secret = dataclasses.replace(
         webhook_definition(ca_pair[0]),
         webhook=WebhookServer(ca_bundle=ca_pair[0], tls_secret="Bad_Secret"),
@@ -422,39 +442,14 @@ def test_tls_paths_and_secret_are_checked(ca_pair: tuple[bytes, bytes]) -> None:
         assemble(secret)
     loopback = webhook_definition(ca_pair[0], host="127.0.0.1")
     with pytest.raises(ValueError, match="cannot reach the webhook server"):
-        assemble(loopback, image="img")
-
-
-def test_grace_period_of_an_application_covers_its_whole_stop() -> None:
-    """The drain (12 s), the write fence's 30 s, and the Lease's release: two tries of GET +
-    PUT, each within max(1 s, renew_deadline / 2)."""
-    from cloudcoil_sync.application import Application
-    from cloudcoil_sync.controller._internal.leader import LeaderElection
-    from cloudcoil_sync.sharding import Sharding
-
-    def grace(**options: Any) -> int:
-        app = Application(
-            "settings",
-            namespace="ops",
-            health=HealthServer(host="0.0.0.0", port=8080),
-            **options,
-        )
-        app.controller(ConfigMap, shutdown_timeout=12).reconcile()(lambda config: None)
-        (deployment,) = [d for d in app.manifests(image="img") if d["kind"] == "Deployment"]
-        return int(deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
-
-    assert grace() == 12 + 30 + 5
-    election = LeaderElection("settings", lease_duration=30, renew_deadline=20, retry_period=2)
-    assert grace(leader_election=election) == 12 + 30 + 4 * 10 + 5
-    assert grace(leader_election=True) == 12 + 30 + 4 * 5 + 5  # renew_deadline 10 s
-    assert grace(sharding=Sharding(renew_deadline=4, lease_duration=6)) == 12 + 30 + 4 * 2 + 5
+        assemble(loopback, ManifestOptions(image="img"))
 
 
 def test_every_document_carries_the_installed_by_annotation(ca_pair: tuple[bytes, bytes]) -> None:
     definition = dataclasses.replace(
         webhook_definition(ca_pair[0]), crds=[crd("alphas.example.com")], lease=("widgets", None)
     )
-    documents = assemble(definition, image="img")
+    documents = assemble(definition, ManifestOptions(image="img"))
     assert len(documents) > 10
     for document in documents:
         assert document["metadata"]["annotations"] == WIDGETS_MARK, document["kind"]
@@ -465,11 +460,13 @@ def test_every_document_carries_the_installed_by_annotation(ca_pair: tuple[bytes
 def test_a_client_ca_is_mounted_from_the_tls_secret(ca_pair: tuple[bytes, bytes]) -> None:
     # Issue 37: WebhookServer(client_ca_file=...) verifies the API server's certificate.
     definition = webhook_definition(ca_pair[0], client_ca_file="/var/run/cloudcoil/tls/ca.crt")
-    (deployment,) = [d for d in assemble(definition, image="img") if d["kind"] == "Deployment"]
+    (deployment,) = [
+        d for d in assemble(definition, ManifestOptions(image="img")) if d["kind"] == "Deployment"
+    ]
     (volume,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if "secret" in v]
     assert volume["secret"]["items"][-1] == {"key": "ca.crt", "path": "ca.crt"}
     elsewhere = webhook_definition(ca_pair[0], client_ca_file="/etc/ca.crt")
     with pytest.raises(ValueError, match="client_ca_file must be a third file beside certfile"):
-        assemble(elsewhere, image="img")
+        assemble(elsewhere, ManifestOptions(image="img"))
     with pytest.raises(TypeError, match="client_ca_file must be a file path"):
         WebhookServer(client_ca_file="")

@@ -180,7 +180,7 @@ def test_flags(tmp_path: Path, ca_pair: tuple[bytes, bytes]) -> None:
         (
             ["--cert-manager", "--ca-file", str(ca)],
             2,
-            "--cert-manager injects the webhooks' CA: leave out --ca-file",
+            "--ca-file / --cert-manager: cert-manager injects the webhooks' CA: leave out",
         ),
         (["--pod-disruption-budget"], 1, "needs a Deployment of 2 or more replicas"),
         (["--network-policy"], 1, "give its address ranges (--api-server-cidr)"),

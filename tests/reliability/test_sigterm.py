@@ -1,6 +1,7 @@
 """Scenario 9: SIGTERM to an operator process mid-convergence: the pass in flight finishes
-and is persisted, the Lease is released, exit status 0. (tests/process covers SIGTERM to an
-idle operator; this one stops it while hundreds of keys are still queued.)"""
+and is persisted, the Lease is released, exit status 0, within the terminationGracePeriodSeconds
+its manifests generate. (tests/process covers SIGTERM to an idle operator; this one stops it
+while hundreds of keys are still queued, and while a write outlives the drain.)"""
 
 from __future__ import annotations
 
@@ -91,6 +92,21 @@ def write_kubeconfig(kube: Emulator, path: Path) -> Path:
     return path
 
 
+def generated_grace(folder: Path, env: dict[str, str]) -> int:
+    """The terminationGracePeriodSeconds ``app.py manifests`` generates for this operator."""
+    done = subprocess.run(
+        [sys.executable, str(folder / "app.py"), "manifests", "--image", "example/sigterm:v1"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    (deployment,) = [d for d in yaml.safe_load_all(done.stdout) if d["kind"] == "Deployment"]
+    return int(deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
+
+
 def test_sigterm_mid_convergence_finishes_the_pass_in_flight_and_exits_zero(
     kube_emulator: Emulator, kube_config: Config, tmp_path: Path
 ) -> None:
@@ -112,6 +128,8 @@ def test_sigterm_mid_convergence_finishes_the_pass_in_flight_and_exits_zero(
     env["KUBECONFIG"] = str(write_kubeconfig(kube, tmp_path / "kubeconfig"))
     env["PYTHONPATH"] = str(REPO)
     env["IN_FLIGHT"] = str(in_flight)
+    grace = generated_grace(tmp_path, env)
+    assert grace == 15 + 30 + 10 + 10 + 9 + 5  # ceil(... + 3 * 2.5 + 1 + ...)
     stderr = (tmp_path / "stderr").open("w+")
     process = subprocess.Popen(
         [sys.executable, str(tmp_path / "app.py"), "run", "--log-format", "json"],
@@ -125,7 +143,8 @@ def test_sigterm_mid_convergence_finishes_the_pass_in_flight_and_exits_zero(
         assert started and process.poll() is None, output(stderr)
         process.send_signal(signal.SIGTERM)
         at_signal = sum("echo" in (o.get("data") or {}) for o in managed(kube).values())
-        assert process.wait(timeout=30) == 0, output(stderr)
+        # within the Deployment's grace period: the kubelet would not have killed it
+        assert process.wait(timeout=grace) == 0, output(stderr)
     finally:
         if process.poll() is None:
             process.kill()
@@ -147,6 +166,77 @@ def test_sigterm_mid_convergence_finishes_the_pass_in_flight_and_exits_zero(
     messages = [json.loads(line)["message"] for line in output(stderr).splitlines() if line.strip()]
     assert any(message.startswith("Received SIGTERM") for message in messages)
     assert "Released Lease sigterm" in messages
+
+
+WRITER = textwrap.dedent(
+    """
+    import os
+
+    from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+    from cloudcoil_sync.application import Application
+    from cloudcoil_sync.controller import LeaderElection
+
+    election = LeaderElection("sigterm", lease_duration=6, renew_deadline=5, retry_period=0.1)
+    app = Application("sigterm", leader_election=election)
+    configs = app.controller(ConfigMap, label_selector="LABEL=true", shutdown_timeout=1)
+
+    @configs.reconcile()
+    def reconcile(cm: ConfigMap) -> ConfigMap:
+        cm.data = {**(cm.data or {}), "echo": "written"}
+        with open(os.environ["IN_FLIGHT"], "w") as marker:
+            marker.write(cm.name)  # the pass's write goes out next
+        return cm
+
+    if __name__ == "__main__":
+        app.main()
+    """
+).replace("LABEL", LABEL)
+
+
+def test_a_write_outliving_the_drain_lands_and_the_lease_is_released_within_the_grace(
+    kube_emulator: Emulator, kube_config: Config, tmp_path: Path
+) -> None:
+    """The pass's PATCH takes 4 s, the drain allows 1 s: the write fence waits for the write
+    on the wire, then the Lease is released, all before the generated grace period ends."""
+    kube = kube_emulator
+    (tmp_path / "app.py").write_text(WRITER)
+    kube_config.client(LEASES).create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "sigterm"},
+            "spec": {"holderIdentity": "", "leaseDurationSeconds": 1, "leaseTransitions": 0},
+        }
+    )
+    in_flight = tmp_path / "in-flight"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "CLOUDCOIL_"))}
+    env["KUBECONFIG"] = str(write_kubeconfig(kube, tmp_path / "kubeconfig"))
+    env["PYTHONPATH"] = str(REPO)
+    env["IN_FLIGHT"] = str(in_flight)
+    grace = generated_grace(tmp_path, env)
+    assert grace == 1 + 30 + 10 + 10 + 9 + 5
+    kube.faults.add_latency(4.0, method="PATCH", path="/configmaps/slow-write$")
+    kube.create_object(configmap("slow-write", "v"))
+    stderr = (tmp_path / "stderr").open("w+")
+    process = subprocess.Popen(
+        [sys.executable, str(tmp_path / "app.py"), "run", "--log-format", "json"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+    )
+    try:
+        started = wait_until(lambda: in_flight.exists() or process.poll() is not None, 60, 0.02)
+        assert started and process.poll() is None, output(stderr)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=grace) == 0, output(stderr)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert managed(kube)["slow-write"]["data"] == {"value": "v", "echo": "written"}
+    lease = kube.get_object("coordination.k8s.io", "leases", "default", "sigterm") or {}
+    assert lease["spec"]["holderIdentity"] == "", output(stderr)  # released, not left to expire
 
 
 def output(stream: IO[str]) -> str:

@@ -205,7 +205,9 @@ def _check_endpoint(resource: str, subresource: str, operations: Sequence[Operat
         or len(set(operations)) != len(operations)
         or any(op not in OPERATIONS for op in operations)
     ):
-        raise ValueError("operations must contain unique CREATE, UPDATE, or DELETE entries")
+        raise ValueError(
+            f"operations must contain unique CREATE, UPDATE, or DELETE entries, got {operations!r}"
+        )
 
 
 def _check_settings(
@@ -215,19 +217,26 @@ def _check_settings(
     max_concurrency: int | None,
 ) -> None:
     if scope not in ("Namespaced", "Cluster", "*") or failure_policy not in ("Fail", "Ignore"):
-        raise ValueError("Invalid webhook scope or failure policy")
+        raise ValueError(
+            f"Invalid webhook scope or failure policy: scope={scope!r}, "
+            f"failure_policy={failure_policy!r}"
+        )
     if (
         isinstance(timeout_seconds, bool)
         or not isinstance(timeout_seconds, int)
         or not 1 <= timeout_seconds <= 30
     ):
-        raise ValueError("timeout_seconds must be an integer between 1 and 30")
+        raise ValueError(
+            f"timeout_seconds must be an integer between 1 and 30, got {timeout_seconds!r}"
+        )
     if max_concurrency is not None and (
         isinstance(max_concurrency, bool)
         or not isinstance(max_concurrency, int)
         or not 1 <= max_concurrency <= 1024
     ):
-        raise ValueError("max_concurrency must be an integer between 1 and 1024")
+        raise ValueError(
+            f"max_concurrency must be an integer between 1 and 1024, got {max_concurrency!r}"
+        )
 
 
 def _check_selectors(

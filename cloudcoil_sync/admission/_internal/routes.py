@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.callables import function_name, is_async, parameters
-from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.admission._internal.configurations import webhook_configurations
 from cloudcoil_sync.admission._internal.decorators import admission_methods
 from cloudcoil_sync.admission._internal.route import (
@@ -72,7 +71,6 @@ class AdmissionRoutes:
     def __init__(
         self, *, config: Config | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     ) -> None:
-        install_for_script()
         if (
             isinstance(max_body_bytes, bool)
             or not isinstance(max_body_bytes, int)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.names import dns_label
-from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.admission._internal.routes import (
     AdmissionRoutes,
     Route,
@@ -24,10 +23,11 @@ from cloudcoil_sync.admission._internal.routes import (
     ScopedAdmission,
 )
 from cloudcoil_sync.application._internal import composition, runtime
-from cloudcoil_sync.application._internal.extras import Extras
 from cloudcoil_sync.application._internal.lifecycle import Lifespans, LifespanScope
 from cloudcoil_sync.application._internal.manifests import Definition
+from cloudcoil_sync.application._internal.options import ManifestKeywords, ManifestOptions
 from cloudcoil_sync.application._internal.placing import placing_routes
+from cloudcoil_sync.application._internal.progress import Operation
 from cloudcoil_sync.application._internal.runtime import ATTACHED, IDLE, RunState
 from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServer
 from cloudcoil_sync.controller import Controller, HealthServer, LeaderElection
@@ -80,7 +80,6 @@ class Application:
         health: HealthServer | None = None,
         sharding: Sharding | None = None,
     ) -> None:
-        install_for_script()
         self.name = dns_label(name, "Application name")
         self.namespace = dns_label(resolve_namespace(namespace, config), "Application namespace")
         if config is not None and getattr(config, "namespace", None) != self.namespace:
@@ -133,7 +132,7 @@ class Application:
         """Add a reusable controller (group) defined elsewhere."""
         self._check_registration()
         if not isinstance(controller, Controller):
-            raise TypeError("include expects a Controller")
+            raise TypeError(f"include expects a Controller, got {controller!r}")
         if any(item is controller for item in self.controllers):
             raise ValueError("A controller cannot be registered twice")
         if controller.config is not None and controller.config is not self.config:
@@ -240,14 +239,12 @@ class Application:
             webhook=self.webhook,
             routes=list(table.routes.values()) if self.webhook is not None else [],
             health=self.health,
-            shutdown_timeout=composition.drain_bound(self.controllers, self.webhook),
-            write_grace=composition.write_grace(self.controllers),
-            lease_release=composition.lease_release_bound(
-                election.renew_deadline
-                if election is not None
-                else None
-                if self.sharding is None
-                else self.sharding.renew_deadline
+            stop=composition.stop_plan(
+                self.controllers,
+                webhook=self.webhook,
+                health=self.health,
+                leader_election=election,
+                sharding=self.sharding,
             ),
             selector_namespaces=composition.controller_namespaces(self.controllers, namespace),
         )
@@ -261,103 +258,47 @@ class Application:
 
     # Commands (implemented in their own modules) ------------------------------------
 
-    def manifests(
-        self,
-        *,
-        image: str | None = None,
-        command: Sequence[str] | None = None,
-        replicas: int = 1,
-        include_webhooks: bool = True,
-        ca_bundle: bytes | None = None,
-        requests: Mapping[str, str] | None = None,
-        limits: Mapping[str, str] | None = None,
-        extras: Extras | None = None,
-    ) -> list[dict[str, Any]]:
+    def manifests(self, **options: Unpack[ManifestKeywords]) -> list[dict[str, Any]]:
         """Offline CRD/RBAC/Service/Deployment/webhook documents, in install order.
 
-        ``ca_bundle`` replaces ``WebhookServer.ca_bundle`` (the CLI's ``--ca-file``);
-        ``requests``/``limits`` the container's default resources (``none``: ``{}``);
-        ``extras`` the optional objects (PodDisruptionBudget, NetworkPolicy, cert-manager).
+        Keywords (`ManifestOptions`, the flags of ``manifests``): ``image=None`` adds the
+        Deployment, ``command=None`` its container command, ``replicas=1``;
+        ``include_webhooks=True``; ``ca_bundle=None`` replaces ``WebhookServer.ca_bundle``
+        (``--ca-file``); ``requests=None``/``limits=None`` the container's default resources
+        (``{}``: none); ``extras=None`` the optional objects (PodDisruptionBudget,
+        NetworkPolicy, cert-manager).
         """
         from cloudcoil_sync.application._internal.manifests import assemble
 
-        return assemble(
-            self.definition(),
-            image=image,
-            command=command,
-            replicas=replicas,
-            include_webhooks=include_webhooks,
-            ca_bundle=ca_bundle,
-            requests=requests,
-            limits=limits,
-            extras=extras,
-        )
+        return assemble(self.definition(), ManifestOptions(**options))
 
-    def to_yaml(
-        self,
-        *,
-        image: str | None = None,
-        command: Sequence[str] | None = None,
-        replicas: int = 1,
-        include_webhooks: bool = True,
-        ca_bundle: bytes | None = None,
-        requests: Mapping[str, str] | None = None,
-        limits: Mapping[str, str] | None = None,
-        extras: Extras | None = None,
-    ) -> str:
+    def to_yaml(self, **options: Unpack[ManifestKeywords]) -> str:
         """`manifests` as one YAML stream."""
         import yaml
 
-        documents = self.manifests(
-            image=image,
-            command=command,
-            replicas=replicas,
-            include_webhooks=include_webhooks,
-            ca_bundle=ca_bundle,
-            requests=requests,
-            limits=limits,
-            extras=extras,
-        )
-        return str(yaml.safe_dump_all(documents, sort_keys=False))
+        return str(yaml.safe_dump_all(self.manifests(**options), sort_keys=False))
 
     def install(
         self,
         *,
-        image: str | None = None,
-        command: Sequence[str] | None = None,
-        replicas: int = 1,
-        include_webhooks: bool = True,
-        ca_bundle: bytes | None = None,
-        requests: Mapping[str, str] | None = None,
-        limits: Mapping[str, str] | None = None,
-        extras: Extras | None = None,
         timeout: float = 120.0,
         force: bool = False,
         dry_run: bool = False,
         config: Config | None = None,
         progress: Progress | None = None,
+        **options: Unpack[ManifestKeywords],
     ) -> list[Applied]:
-        """Server-side apply of the manifests, waiting for CRDs and rollout; each outcome.
+        """Server-side apply of the manifests (the keywords of `manifests`), waiting for CRDs
+        and rollout; each outcome.
 
         ``config`` defaults to the application's (else one is loaded and closed after).
         """
         from cloudcoil_sync.application._internal.install import install
 
+        config = config if config is not None else self.config
+        operation = Operation(timeout, dry_run, config, progress)
         return install(
-            self.definition(),
-            image=image,
-            command=command,
-            replicas=replicas,
-            include_webhooks=include_webhooks,
-            ca_bundle=ca_bundle,
-            requests=requests,
-            limits=limits,
-            extras=extras,
-            timeout=timeout,
-            force=force,
-            dry_run=dry_run,
-            config=config if config is not None else self.config,
-            progress=progress,
+            self.definition(), ManifestOptions(**options), force=force, operation=operation
         )
 
     def uninstall(
@@ -372,14 +313,9 @@ class Application:
         """Remove what `install` applied, admission registrations first (see `uninstall`)."""
         from cloudcoil_sync.application._internal.uninstall import uninstall
 
-        return uninstall(
-            self.definition(),
-            include_crds=include_crds,
-            timeout=timeout,
-            dry_run=dry_run,
-            config=config if config is not None else self.config,
-            progress=progress,
-        )
+        config = config if config is not None else self.config
+        operation = Operation(timeout, dry_run, config, progress)
+        return uninstall(self.definition(), include_crds=include_crds, operation=operation)
 
     def run(self, *, stop: threading.Event | None = None) -> None:
         """Serve admission and run controllers until `stop` is set (no signal handlers)."""
@@ -427,11 +363,11 @@ class Application:
 
 def _optional(value: Any, kind: type, name: str) -> Any:
     if value is not None and not isinstance(value, kind):
-        raise TypeError(f"{name} must be a {kind.__name__} or None")
+        raise TypeError(f"{name} must be a {kind.__name__} or None, got {value!r}")
     return value
 
 
 def _typed(values: Sequence[Any], kind: type, name: str) -> list[Any]:
     if isinstance(values, str | bytes) or any(not isinstance(v, kind) for v in values):
-        raise TypeError(f"{name} must contain {kind.__name__} values")
+        raise TypeError(f"{name} must contain {kind.__name__} values, got {values!r}")
     return list(values)

@@ -5,11 +5,13 @@
 lives in its own module, imported only when that command runs, so ``manifests`` never imports
 the runtime (no waitress, no sockets). A command module ``COMMAND_MODULES[name]`` provides
 ``command(app) -> click.Command``; it can reuse :func:`deployment_options` and
-:func:`manifest_options` for the flags it shares with ``manifests``.
+:func:`manifest_options` for the flags it shares with ``manifests`` (they become one
+`ManifestOptions`, checked where the library checks it).
 
 Errors are one line on stderr (``Error: ...``), never a traceback for a user mistake:
-exit status 2 for bad flags and invocations (including a missing or unreadable CA), 1 for an
-invalid operator definition and for runtime failures.
+exit status 2 for bad flags and invocations (including a missing or unreadable CA, and every
+`OptionError`, named by its flags), 1 for an invalid operator definition and for runtime
+failures (`command_errors`).
 """
 
 from __future__ import annotations
@@ -17,33 +19,32 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import math
 import os
 import shlex
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import click
 from click.core import ParameterSource
 
 from cloudcoil_sync._compat.click import ParamType
-from cloudcoil_sync._internal.script_errors import install_excepthook
 from cloudcoil_sync.application._internal.extras_cli import extra_options, extras_from
 
 if TYPE_CHECKING:
-    from cloudcoil_sync.application._internal.extras import Extras
     from cloudcoil_sync.application._internal.manifests import Definition
+    from cloudcoil_sync.application._internal.options import ManifestOptions, OptionError
     from cloudcoil_sync.application._internal.settings import WebhookServer
     from cloudcoil_sync.client import Config
 
 __all__ = [
     "COMMAND_MODULES",
     "DefinitionError",
-    "ManifestOptions",
     "Operator",
     "build_cli",
+    "command_errors",
     "deployment_options",
     "fail",
     "main",
@@ -65,6 +66,17 @@ COMMAND_MODULES = {
 }
 CA_ENV = "CLOUDCOIL_WEBHOOK_CA_FILE"
 USAGE_EXIT = 2
+#: The flag of each `ManifestOptions` keyword.
+FLAGS = {
+    "image": "--image",
+    "command": "--command",
+    "replicas": "--replicas",
+    "include_webhooks": "--without-webhooks",
+    "ca_bundle": "--ca-file",
+    "requests": "--requests",
+    "limits": "--limits",
+    "cert_manager": "--cert-manager",
+}
 
 
 class Operator(Protocol):
@@ -86,24 +98,34 @@ class Operator(Protocol):
     def run(self, *, stop: threading.Event | None = None) -> None: ...
 
 
-@dataclass(frozen=True)
-class ManifestOptions:
-    """The deployment flags, checked: the keyword arguments of ``manifests.assemble``."""
-
-    image: str | None = None
-    command: Sequence[str] | None = None
-    replicas: int = 1
-    include_webhooks: bool = True
-    ca_bundle: bytes | None = None
-    requests: Mapping[str, str] | None = None
-    limits: Mapping[str, str] | None = None
-    extras: Extras | None = None
-
-
 class DefinitionError(click.ClickException):
     """The operator definition itself is invalid (exit status 1)."""
 
     exit_code = 1
+
+
+def usage_error(error: OptionError) -> click.BadParameter:
+    """An `OptionError` as click's "Invalid value for --flag: ..." (exit status 2)."""
+    flags = [FLAGS[name] for name in error.options if name in FLAGS]
+    return click.BadParameter(str(error), param_hint=" / ".join(flags) or None)
+
+
+@contextlib.contextmanager
+def command_errors() -> Iterator[None]:
+    """What a command's work raises, as click errors: `OptionError` exit 2; a definition
+    error (``ValueError``/``TypeError``) exit 1; an install or API failure exit 1."""
+    from cloudcoil_sync.application._internal.options import OptionError
+    from cloudcoil_sync.application._internal.progress import InstallError
+    from cloudcoil_sync.client import ClientError
+
+    try:
+        yield
+    except OptionError as error:
+        raise usage_error(error) from None
+    except (InstallError, ClientError) as error:  # ClientError: no kubeconfig, bad credentials
+        raise click.ClickException(str(error)) from None
+    except (ValueError, TypeError) as error:
+        raise DefinitionError(str(error)) from None
 
 
 def _one_line(message: str) -> str:
@@ -195,74 +217,25 @@ def deployment_options(function: F) -> F:
 
 
 def manifest_options(webhook: WebhookServer | None, params: Mapping[str, Any]) -> ManifestOptions:
-    """Check the deployment flags against the operator's ``webhook`` (None: it has none).
+    """The deployment flags as one `ManifestOptions` (checked there); ``click.UsageError``/
+    ``click.BadParameter`` (exit 2) for a bad invocation. ``webhook``: the operator's (None: it
+    has none), for ``--ca-file``."""
+    from cloudcoil_sync.application._internal.options import ManifestOptions, OptionError
 
-    Raises ``click.UsageError``/``click.BadParameter`` (exit 2) for bad invocations.
-    """
-    from cloudcoil_sync.application._internal.manifests import certificates_only
-
-    image, command = params.get("image"), params.get("command")
-    include_webhooks = not params.get("without_webhooks", False)
-    if command is not None and image is None:
-        raise click.UsageError("--command requires --image")
-    _check_image_flag(image)
-    requests, limits = params.get("requests"), params.get("limits")
-    _check_resource_flags(requests, limits)
-    if image is not None and webhook is not None and not include_webhooks:
-        raise click.UsageError(
-            "--without-webhooks cannot be combined with --image: the Deployment of this "
-            "operator serves its webhooks (A Deployment for this operator requires its webhook "
-            "TLS configuration)"
-        )
     ca_bundle = _read_ca(webhook, params.get("ca_file"))
-    extras = extras_from(params)
-    if extras is not None and extras.cert_manager and ca_bundle is not None:
-        raise click.UsageError("--cert-manager injects the webhooks' CA: leave out --ca-file")
-    if webhook is not None and include_webhooks and not (extras and extras.cert_manager):
-        effective = webhook.ca_bundle if ca_bundle is None else ca_bundle
-        if not certificates_only(effective):
-            raise click.UsageError(
-                "ca_bundle must contain PEM certificate bytes: pass --ca-file or set "
-                f"{CA_ENV}, or use --without-webhooks"
-            )
-    return ManifestOptions(
-        image=image,
-        command=command,
-        replicas=params.get("replicas", 1),
-        include_webhooks=include_webhooks,
-        ca_bundle=ca_bundle,
-        requests=requests,
-        limits=limits,
-        extras=extras,
-    )
-
-
-def _check_image_flag(image: str | None) -> None:
-    from cloudcoil_sync.application._internal.images import check_image
-
-    if image is None:
-        return
-    if not image.strip():
-        raise click.BadParameter("must not be empty", param_hint="--image")
     try:
-        check_image(image)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--image") from None
-
-
-def _check_resource_flags(
-    requests: Mapping[str, str] | None, limits: Mapping[str, str] | None
-) -> None:
-    from cloudcoil_sync.application._internal.images import check_resources
-    from cloudcoil_sync.application._internal.manifests import DEFAULT_LIMITS, DEFAULT_REQUESTS
-
-    try:
-        check_resources(
-            dict(DEFAULT_REQUESTS if requests is None else requests),
-            dict(DEFAULT_LIMITS if limits is None else limits),
+        return ManifestOptions(
+            image=params.get("image"),
+            command=params.get("command"),
+            replicas=params.get("replicas", 1),
+            include_webhooks=not params.get("without_webhooks", False),
+            ca_bundle=ca_bundle,
+            requests=params.get("requests"),
+            limits=params.get("limits"),
+            extras=extras_from(params),
         )
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+    except OptionError as error:
+        raise usage_error(error) from None
 
 
 def _read_ca(webhook: WebhookServer | None, path: str | None) -> bytes | None:
@@ -280,7 +253,7 @@ def _read_ca(webhook: WebhookServer | None, path: str | None) -> bytes | None:
             data = stream.read()
     except OSError as exc:
         raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=hint) from None
-    from cloudcoil_sync.application._internal.manifests import certificates_only
+    from cloudcoil_sync.application._internal.options import certificates_only
 
     if not certificates_only(data):
         raise click.BadParameter(f"{path} contains no PEM certificate", param_hint=hint)
@@ -328,18 +301,23 @@ def operation_options(what: str, dry_run_help: str) -> Callable[[F], F]:
     return decorate
 
 
-def run_operation(operation: Callable[[], Sequence[Any]], *, dry_run: bool) -> None:
-    """Run ``install``/``uninstall``: failures as one line; with ``--dry-run``, print each
-    outcome's ``dry_run_line()``."""
-    from cloudcoil_sync.application._internal.progress import InstallError
-    from cloudcoil_sync.client import ClientError
+def run_operation(
+    operation: Callable[..., Sequence[Any]],
+    app: Operator,
+    params: Mapping[str, Any],
+    **keywords: Any,
+) -> None:
+    """``install``/``uninstall`` of ``app``'s definition with the `operation_options` in
+    ``params`` and the command's own ``keywords``: failures as one line; with ``--dry-run``,
+    print each outcome's ``dry_run_line()``."""
+    from cloudcoil_sync.application._internal.progress import Operation, Progress
 
-    try:
-        results = operation()
-    except (InstallError, ClientError) as exc:  # ClientError: no kubeconfig, bad credentials
-        raise click.ClickException(str(exc)) from None
-    except (ValueError, TypeError) as exc:
-        raise DefinitionError(str(exc)) from None
+    timeout, dry_run = params["timeout"], params["dry_run"]
+    if not math.isfinite(timeout):
+        raise click.BadParameter("must be finite", param_hint="--timeout")
+    steps = Operation(timeout, dry_run, app.config, Progress(quiet=params["quiet"]))
+    with command_errors():
+        results = operation(app.definition(), operation=steps, **keywords)
     if dry_run:
         for result in results:
             click.echo(result.dry_run_line())
@@ -365,20 +343,8 @@ def manifests_command(app: Operator) -> click.Command:
         from cloudcoil_sync.application._internal.manifests import assemble
 
         options = manifest_options(app.webhook, params)
-        try:
-            documents = assemble(
-                app.definition(),
-                image=options.image,
-                command=options.command,
-                replicas=options.replicas,
-                include_webhooks=options.include_webhooks,
-                ca_bundle=options.ca_bundle,
-                requests=options.requests,
-                limits=options.limits,
-                extras=options.extras,
-            )
-        except (ValueError, TypeError) as exc:
-            raise DefinitionError(str(exc)) from None
+        with command_errors():
+            documents = assemble(app.definition(), options)
         if split is not None:
             from cloudcoil_sync.application._internal.layout import write_split
 
@@ -450,7 +416,6 @@ def build_cli(app: Operator) -> OperatorGroup:
 
 def main(app: Operator, argv: Sequence[str] | None = None) -> None:
     """Parse ``argv`` (default ``sys.argv[1:]``) and run the command; exits non-zero on error."""
-    install_excepthook()  # definition errors raised from here on end as one line too
     # Models and definitions imported so far live as long as the process: move them out of
     # the collector's sight, so later collections (and the one at exit) do not rescan them.
     gc.freeze()

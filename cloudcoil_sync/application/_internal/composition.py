@@ -24,7 +24,7 @@ from cloudcoil_sync.admission._internal.routes import (
 from cloudcoil_sync.application._internal.rbac import ControllerAccess
 from cloudcoil_sync.application._internal.settings import WebhookServer
 from cloudcoil_sync.controller import Controller
-from cloudcoil_sync.controller._internal.budgets import WRITE_GRACE
+from cloudcoil_sync.controller._internal.budgets import StopPlan, lease_request_timeout
 from cloudcoil_sync.controller._internal.overlap import check_overlap
 from cloudcoil_sync.crd import CRD, Versions
 from cloudcoil_sync.crd._internal.decorator import resource_options
@@ -32,6 +32,9 @@ from cloudcoil_sync.crd._internal.versions import versions_of
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
+    from cloudcoil_sync.controller._internal.health import HealthServer
+    from cloudcoil_sync.controller._internal.leader import LeaderElection
+    from cloudcoil_sync.sharding._internal.settings import Sharding
 
 __all__ = [
     "admission_table",
@@ -40,9 +43,8 @@ __all__ = [
     "configurations",
     "controller_access",
     "controller_namespaces",
-    "drain_bound",
-    "lease_release_bound",
     "max_body_bytes",
+    "stop_plan",
 ]
 
 
@@ -185,26 +187,27 @@ def controller_access(controller: Controller[Any], namespace: str) -> Controller
     )
 
 
-def drain_bound(controllers: Iterable[Controller[Any]], webhook: WebhookServer | None) -> float:
-    """Seconds a SIGTERM drain may take: passes in flight (each controller's bound), then
-    the webhook server."""
-    passes = max((float(c.shutdown_timeout) for c in controllers), default=0.0)
-    hosting = float(webhook.shutdown_timeout) if webhook is not None else 0.0
-    return passes + hosting
-
-
-def write_grace(controllers: Sequence[Controller[Any]]) -> float:
-    """Seconds the stop may wait, after the drain, for a write already on the wire
-    (`controller.term`'s fence): only an operator with controllers writes."""
-    return WRITE_GRACE if controllers else 0.0
-
-
-def lease_release_bound(renew_deadline: float | None) -> float:
-    """Seconds releasing a held Lease may take on stop: two tries of a GET and a PUT, each
-    bounded by the elector's request timeout, max(1 s, renew_deadline / 2); 0 without one."""
-    if renew_deadline is None:
-        return 0.0
-    return 4 * max(1.0, renew_deadline / 2)
+def stop_plan(
+    controllers: Sequence[Controller[Any]],
+    *,
+    webhook: WebhookServer | None,
+    health: HealthServer | None,
+    leader_election: LeaderElection | None,
+    sharding: Sharding | None,
+) -> StopPlan:
+    """What the operator's process stops after SIGTERM (`budgets.StopPlan`): the run's
+    budgets and the Deployment's grace period both come from it."""
+    if leader_election is not None:
+        renew: float | None = leader_election.renew_deadline
+    else:
+        renew = sharding.renew_deadline if sharding is not None else None
+    return StopPlan(
+        shutdown_timeout=max((float(c.shutdown_timeout) for c in controllers), default=None),
+        lease_timeout=None if renew is None or not controllers else lease_request_timeout(renew),
+        health=health is not None and bool(controllers),
+        webhook=None if webhook is None else float(webhook.shutdown_timeout),
+        sharded=sharding is not None,
+    )
 
 
 def configurations(

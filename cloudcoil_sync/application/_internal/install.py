@@ -16,10 +16,7 @@ was pending. A repeated run changes nothing.
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +30,7 @@ from cloudcoil_sync.application._internal.cli import (
     run_operation,
 )
 from cloudcoil_sync.application._internal.conversion_config import stage_conversions
-from cloudcoil_sync.application._internal.extras import CERT_MANAGER_API, Extras
+from cloudcoil_sync.application._internal.extras import CERT_MANAGER_API
 from cloudcoil_sync.application._internal.manifests import (
     INSTALLED_BY,
     Definition,
@@ -41,12 +38,12 @@ from cloudcoil_sync.application._internal.manifests import (
     installed_by,
     mark,
 )
+from cloudcoil_sync.application._internal.options import ManifestOptions, OptionError
 from cloudcoil_sync.application._internal.progress import (
     InstallConflict,
     InstallError,
     InstallTimeout,
-    OperationDeadline,
-    Progress,
+    Operation,
     Steps,
     describe,
     field_manager,
@@ -63,11 +60,8 @@ from cloudcoil_sync.client import (
 __all__ = [
     "Applied",
     "changed_paths",
-    "check_timeout",
     "command",
-    "connection",
     "install",
-    "load_config",
     "rollout_state",
 ]
 
@@ -97,92 +91,38 @@ class Applied:
 
 def install(
     definition: Definition,
+    options: ManifestOptions | None = None,
     *,
-    image: str | None = None,
-    command: Sequence[str] | None = None,
-    replicas: int = 1,
-    include_webhooks: bool = True,
-    ca_bundle: bytes | None = None,
-    requests: Mapping[str, str] | None = None,
-    limits: Mapping[str, str] | None = None,
-    extras: Extras | None = None,
-    timeout: float = 120.0,
     force: bool = False,
-    dry_run: bool = False,
-    config: Config | None = None,
-    progress: Progress | None = None,
+    operation: Operation | None = None,
 ) -> list[Applied]:
-    """Apply the manifests of ``definition`` (see the module docstring); each object's outcome.
+    """Apply the manifests of ``definition`` deployed as ``options`` say (see the module
+    docstring), as ``operation`` says; each object's outcome.
 
-    ``config`` stays the caller's; without one, one is loaded and closed at the end. Raises
-    ``ValueError`` for bad options or definitions (before any request),
+    Raises ``ValueError`` for bad options (`OptionError`) or definitions (before any request),
     :class:`InstallConflict`, :class:`InstallTimeout` or :class:`InstallError` otherwise.
     """
-    check_timeout(timeout, "Installation")
-    if include_webhooks and definition.webhook is not None and image is None:
-        raise ValueError(WEBHOOKS_NEED_IMAGE)
-    documents = assemble(
-        definition,
-        image=image,
-        command=command,
-        replicas=replicas,
-        include_webhooks=include_webhooks,
-        ca_bundle=ca_bundle,
-        requests=requests,
-        limits=limits,
-        extras=extras,
-    )
+    operation = operation or Operation()
+    operation.check("Installation")
+    options = options or ManifestOptions()
+    if options.include_webhooks and definition.webhook is not None and options.image is None:
+        raise OptionError(WEBHOOKS_NEED_IMAGE, "image", "include_webhooks")
+    documents = assemble(definition, options)
     crds = [d for d in documents if d["kind"] == CRD_KIND]
     ordered = crds + [d for d in documents if d["kind"] != CRD_KIND]
     lease = None
     if definition.lease is not None:
         lease = (definition.lease[0], definition.lease[1] or definition.namespace)
-    steps = Progress() if progress is None else progress
-    with connection(config, definition.namespace, timeout) as cfg:
+    with operation.connection(definition.namespace) as cfg:
         ordered = stage_conversions(ordered, cfg, definition.name)  # see conversion_config
-        deadline = OperationDeadline(timeout)
-        installer = _Installer(cfg, field_manager(definition.name), deadline, steps, force, dry_run)
+        installer = _Installer(cfg, field_manager(definition.name), operation, force)
         installer.owner = installed_by(definition.name, definition.namespace)
-        return installer.run(ordered, wait_rollout=image is not None, lease=lease)
-
-
-def check_timeout(timeout: float, what: str) -> None:
-    """``ValueError`` unless ``timeout`` is a finite, positive number of seconds."""
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise ValueError(f"{what} timeout must be finite and positive")
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise ValueError(f"{what} timeout must be finite and positive")
-
-
-@contextmanager
-def connection(config: Config | None, namespace: str, timeout: float) -> Iterator[Config]:
-    """``config``, or one loaded for this operation and closed after it."""
-    if config is not None:
-        yield config
-        return
-    loaded = load_config(namespace, timeout)
-    try:
-        yield loaded
-    finally:
-        loaded.close()
-
-
-def load_config(namespace: str, timeout: float) -> Config:
-    """kubeconfig or in-cluster; no single request outlives the whole operation."""
-    return Config.load(namespace=namespace, timeout=min(30.0, timeout), max_retries=3)
+        return installer.run(ordered, wait_rollout=options.image is not None, lease=lease)
 
 
 class _Installer(Steps):
-    def __init__(
-        self,
-        config: Config,
-        manager: str,
-        deadline: OperationDeadline,
-        progress: Progress,
-        force: bool,
-        dry_run: bool,
-    ) -> None:
-        super().__init__(config, manager, deadline, progress, dry_run)
+    def __init__(self, config: Config, manager: str, operation: Operation, force: bool) -> None:
+        super().__init__(config, manager, operation)
         self.force = force
         self.owner = ""  # the INSTALLED_BY value of what this run creates
 
@@ -315,9 +255,9 @@ class _Installer(Steps):
 
     def _wait(self, doc: JSON, label: str, check: Callable[[JSON, JSON], tuple[bool, str]]) -> None:
         what = describe(doc)
-        since = time.monotonic()
         client = self._client(doc)
-        while True:
+
+        def poll() -> tuple[bool, str]:
             try:
                 obj = _get(client, doc)
             except ClientError as exc:
@@ -325,16 +265,11 @@ class _Installer(Steps):
             if obj is None:
                 raise self.fail(f"{what} disappeared while waiting for it to be {label}")
             ready, state = check(doc, obj)
-            if ready:
-                self.progress.done(f"{what} is {label}", since)
-                return
             if state.startswith("rejected"):
                 raise self.fail(f"CRD name rejected: {doc['metadata']['name']} ({state})")
-            self.progress.waiting(f"{what} to be {label}", state)
-            if self.deadline.expired:
-                where = f"waiting for {what} to be {label} ({state})"
-                raise self.fail(self.timed_out(where), InstallTimeout)
-            self.deadline.sleep()
+            return ready, state
+
+        self.wait(what, label, poll)
 
     def _rediscover(self, crds: list[JSON]) -> None:
         for crd in crds:
@@ -455,36 +390,8 @@ def command(app: Operator) -> click.Command:
     @deployment_options
     @click.option("--force", is_flag=True, help="Take ownership of fields other managers own.")
     @operation_options("installation", "Server-side dry run: show what would change.")
-    def install_command(
-        timeout: float, force: bool, dry_run: bool, quiet: bool, **params: Any
-    ) -> None:
-        if not math.isfinite(timeout):
-            raise click.BadParameter("must be finite", param_hint="--timeout")
+    def install_command(force: bool, **params: Any) -> None:
         options = manifest_options(app.webhook, params)
-        if options.include_webhooks and app.webhook is not None and options.image is None:
-            raise click.UsageError(
-                "Installing webhooks requires --image to wait for a serving Deployment; "
-                "use --without-webhooks to install only CRDs and RBAC"
-            )
-        progress = Progress(quiet=quiet)
-        run_operation(
-            lambda: install(
-                app.definition(),
-                image=options.image,
-                command=options.command,
-                replicas=options.replicas,
-                include_webhooks=options.include_webhooks,
-                ca_bundle=options.ca_bundle,
-                requests=options.requests,
-                limits=options.limits,
-                extras=options.extras,
-                timeout=timeout,
-                force=force,
-                dry_run=dry_run,
-                config=app.config,
-                progress=progress,
-            ),
-            dry_run=dry_run,
-        )
+        run_operation(install, app, params, options=options, force=force)
 
     return install_command

@@ -9,8 +9,6 @@ of the CA bundle reach the output, so private keys never appear.
 from __future__ import annotations
 
 import ipaddress
-import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -19,8 +17,14 @@ from typing import TYPE_CHECKING, Any
 from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync.application._internal.conversion_config import crd_conversions
 from cloudcoil_sync.application._internal.extras import Extras, extra_documents, inject_ca
-from cloudcoil_sync.application._internal.images import check_image, check_resources
+from cloudcoil_sync.application._internal.options import (
+    DEFAULT_LIMITS,
+    DEFAULT_REQUESTS,
+    ManifestOptions,
+    certificates_only,
+)
 from cloudcoil_sync.application._internal.rbac import ControllerAccess, infer_permissions
+from cloudcoil_sync.controller._internal.budgets import StopPlan
 
 if TYPE_CHECKING:
     from cloudcoil.resources import Resource
@@ -40,7 +44,6 @@ __all__ = [
     "Definition",
     "assemble",
     "certificates_only",
-    "grace_period",
     "installed_by",
 ]
 
@@ -50,14 +53,8 @@ NAME_LABEL = "app.kubernetes.io/name"
 #: objects that carry it: the API server's managedFields cannot tell (an object applied with
 #: only its name has none, and an adopted object lists the installer as a manager too).
 INSTALLED_BY = "cloudcoil.io/installed-by"
-#: The operator container's default resources: room for the models import (~80 MB) and caches.
-DEFAULT_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
-DEFAULT_LIMITS = {"memory": "512Mi"}
 #: The writable /tmp of the read-only root filesystem (node disk otherwise unbounded).
 TMP_SIZE_LIMIT = "64Mi"
-#: Seconds beyond the drain before the kubelet's SIGKILL; never below Kubernetes' default.
-_GRACE_MARGIN = 5
-_DEFAULT_GRACE = 30
 TLS_MOUNT = "webhook-tls"
 #: Up to 120 s to start listening, checked every second.
 STARTUP_PROBE = {"periodSeconds": 1, "failureThreshold": 120}
@@ -66,7 +63,6 @@ READINESS_PROBE = {"periodSeconds": 5, "timeoutSeconds": 2}
 LIVENESS_PROBE = {"periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 6}
 #: Stands in for the CA of webhook configurations whose caBundle cert-manager injects.
 _CA_INJECTED = b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"
-_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.*?-----END CERTIFICATE-----", re.S)
 
 
 @dataclass(frozen=True)
@@ -76,9 +72,8 @@ class Definition:
 
     ``crds`` pairs each CRD's model with its manifest; ``lease`` is (name, namespace or None);
     ``sharding`` the namespace of a sharded operator's shard and ring Leases;
-    ``routes`` are the webhook server's admission routes; ``shutdown_timeout`` bounds the drain
-    on SIGTERM (controllers, then the webhook server), ``write_grace`` the wait after it for a
-    write on the wire, ``lease_release`` handing back a held Lease. ``selector_namespaces``
+    ``routes`` are the webhook server's admission routes; ``stop`` what the process stops after
+    SIGTERM (the Deployment's grace period covers it). ``selector_namespaces``
     maps a primary (group, version, kind) to the namespaces its controllers watch (None: all),
     for default webhook namespace selectors.
     """
@@ -93,90 +88,35 @@ class Definition:
     webhook: WebhookServer | None = None
     routes: Sequence[Route] = ()
     health: HealthServer | None = None
-    shutdown_timeout: float = 0.0
-    write_grace: float = 0.0
-    lease_release: float = 0.0
+    stop: StopPlan = field(default_factory=StopPlan)
     selector_namespaces: Mapping[GVKKey, Iterable[str | None]] = field(default_factory=dict)
 
 
-def certificates_only(bundle: bytes) -> bytes:
-    """The PEM certificate blocks of ``bundle``; anything else (keys!) is dropped."""
-    blocks = _CERTIFICATE.findall(bundle or b"")
-    return b"".join(block.replace(b"\r\n", b"\n") + b"\n" for block in blocks)
-
-
-def _check_options(image: Any, command: Any, replicas: Any) -> None:
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise ValueError("replicas must be a positive integer")
-    if image is not None and (not isinstance(image, str) or not image.strip()):
-        raise ValueError("image must be nonempty")
-    if image is not None:
-        check_image(image)
-    if command is not None and (
-        isinstance(command, str | bytes)
-        or not command
-        or any(not isinstance(arg, str) or not arg for arg in command)
-    ):
-        raise ValueError("command must be a nonempty sequence of arguments")
-    if image is None and command is not None:
-        raise ValueError("command requires image")
-
-
 def assemble(
-    definition: Definition,
-    *,
-    image: str | None = None,
-    command: Sequence[str] | None = None,
-    replicas: int = 1,
-    include_webhooks: bool = True,
-    ca_bundle: bytes | None = None,
-    requests: Mapping[str, str] | None = None,
-    limits: Mapping[str, str] | None = None,
-    extras: Extras | None = None,
+    definition: Definition, options: ManifestOptions | None = None
 ) -> list[dict[str, Any]]:
-    """Manifests of a described definition, in install order.
-
-    ``requests``/``limits`` replace the container's default resources (``DEFAULT_REQUESTS``,
-    ``DEFAULT_LIMITS``); an empty mapping leaves that part out. ``extras`` adds the optional
-    objects of `extras.Extras` (cert-manager's before the Deployment, the others after it).
-    """
+    """Manifests of a described definition, in install order, deployed as ``options`` say
+    (`ManifestOptions`; cert-manager's extras before the Deployment, the others after it)."""
+    options = options or ManifestOptions()
     name = dns_label(definition.name, "Application name")
     namespace = dns_label(definition.namespace, "Application namespace")
     _check_crd_names(definition)
-    _check_options(image, command, replicas)
-    resources = check_resources(
-        dict(DEFAULT_REQUESTS if requests is None else requests),
-        dict(DEFAULT_LIMITS if limits is None else limits),
+    options.check(definition.webhook)
+    webhook = definition.webhook if options.include_webhooks else None
+    before, after = _extras(definition, options, webhook)
+    documents = _identity_documents(
+        definition, name, namespace, webhook, options.ca_bundle, options.extras
     )
-    webhook = definition.webhook if include_webhooks else None
-    if image is not None and definition.webhook is not None and not include_webhooks:
-        raise ValueError("A Deployment for this operator requires its webhook TLS configuration")
-    extras = extras or Extras()
-    before, after = _extras(definition, extras, webhook, image is not None, replicas)
-    documents = _identity_documents(definition, name, namespace, webhook, ca_bundle, extras)
     if webhook is not None:
         dns_label(webhook.tls_secret, "TLS Secret name")
         documents.append(service(name, namespace, webhook.service_port))
     documents.extend(before)
-    if image is not None:
-        documents.append(
-            deployment(
-                name,
-                namespace,
-                image=image,
-                command=command,
-                replicas=replicas,
-                webhook=webhook,
-                health=definition.health,
-                resources=resources,
-                grace=_grace(definition),
-                sharded=definition.sharding is not None,
-            )
-        )
+    if options.image is not None:
+        documents.append(deployment(definition, options, webhook))
     documents.extend(after)
     if webhook is not None:
-        if not extras.cert_manager:
-            documents.extend(_webhook_configurations(definition, webhook, ca_bundle))
+        if not options.cert_manager:
+            documents.extend(_webhook_configurations(definition, webhook, options.ca_bundle))
         else:  # cert-manager's cainjector fills in the CA
             configurations = _webhook_configurations(definition, webhook, _CA_INJECTED)
             documents.extend(inject_ca(c, name, namespace) for c in configurations)
@@ -184,30 +124,20 @@ def assemble(
     return [mark(document, owner) for document in documents]
 
 
-def _grace(definition: Definition) -> int:
-    return grace_period(
-        definition.shutdown_timeout, definition.write_grace, definition.lease_release
-    )
-
-
 def _extras(
-    definition: Definition,
-    extras: Extras,
-    webhook: WebhookServer | None,
-    deployment: bool,
-    replicas: int,
+    definition: Definition, options: ManifestOptions, webhook: WebhookServer | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     health = definition.health
     metrics_port = webhook.port if webhook is not None else health.port if health else None
     return extra_documents(
-        extras,
+        options.extras or Extras(),
         name=definition.name,
         namespace=definition.namespace,
-        replicas=replicas,
+        replicas=options.replicas,
         webhook_port=webhook.port if webhook is not None else None,
         tls_secret=webhook.tls_secret if webhook is not None else None,
         metrics_port=metrics_port or None,
-        deployment=deployment,
+        deployment=options.image is not None,
     )
 
 
@@ -371,37 +301,25 @@ def _tls_volume(webhook: WebhookServer) -> tuple[dict[str, Any], dict[str, Any]]
     return mount, volume
 
 
-def grace_period(shutdown_timeout: float, write_grace: float = 0.0, release: float = 0.0) -> int:
-    """``terminationGracePeriodSeconds`` covering the whole stop: the drain (passes, then the
-    webhook server), the wait for a write on the wire, then the Lease's release."""
-    return max(_DEFAULT_GRACE, math.ceil(shutdown_timeout + write_grace + release) + _GRACE_MARGIN)
-
-
 def deployment(
-    name: str,
-    namespace: str,
-    *,
-    image: str,
-    command: Sequence[str] | None,
-    replicas: int,
-    webhook: WebhookServer | None,
-    health: HealthServer | None,
-    resources: dict[str, Any] | None = None,
-    grace: int = _DEFAULT_GRACE,
-    sharded: bool = False,
+    definition: Definition, options: ManifestOptions, webhook: WebhookServer | None
 ) -> dict[str, Any]:
-    """The operator Deployment: one ``operator`` container running ``run``.
+    """The operator Deployment: one ``operator`` container running ``run``, given as long to
+    stop as the process's stop budgets add up to (`budgets.StopPlan.termination_grace`).
 
     A sharded operator's Pods take their shard identity from their name.
 
     Probes use the webhook listener (HTTPS) or else a ``HealthServer`` (HTTP). The pod runs
     with ``runAsNonRoot``, so the image must declare a numeric non-root ``USER``.
     """
-    container, volumes = _container(image, command, webhook, health, resources, sharded)
+    name, namespace = definition.name, definition.namespace
+    container, volumes = _container(
+        options, webhook, definition.health, sharded=definition.sharding is not None
+    )
     labels = {NAME_LABEL: name}
     pod_spec: dict[str, Any] = {
         "serviceAccountName": name,
-        "terminationGracePeriodSeconds": grace,
+        "terminationGracePeriodSeconds": definition.stop.termination_grace(),
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": volumes,
@@ -411,7 +329,7 @@ def deployment(
         "kind": "Deployment",
         "metadata": _meta(name, namespace),
         "spec": {
-            "replicas": replicas,
+            "replicas": options.replicas,
             "selector": {"matchLabels": dict(labels)},
             "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
         },
@@ -419,17 +337,16 @@ def deployment(
 
 
 def _container(
-    image: str,
-    command: Sequence[str] | None,
+    options: ManifestOptions,
     webhook: WebhookServer | None,
     health: HealthServer | None,
-    resources: dict[str, Any] | None,
-    sharded: bool = False,
+    *,
+    sharded: bool,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The ``operator`` container and the pod volumes it mounts."""
     container: dict[str, Any] = {
         "name": "operator",
-        "image": image,
+        "image": options.image,
         "args": ["run"],
         "env": [
             {
@@ -445,8 +362,8 @@ def _container(
                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
             }
         )
-    if command is not None:
-        container["command"] = list(command)
+    if options.command is not None:
+        container["command"] = list(options.command)
     # A read-only root filesystem still needs a writable /tmp (tempfile, libraries).
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}}]
@@ -463,6 +380,7 @@ def _container(
             raise ValueError("A Deployment needs a fixed HealthServer port (not 0) for its probes")
         container["ports"] = [{"name": "health", "containerPort": health.port}]
         container.update(_probes("health", "HTTP"))
+    resources = options.resources()
     if resources:
         container["resources"] = resources
     container["volumeMounts"] = mounts

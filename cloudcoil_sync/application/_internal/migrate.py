@@ -14,14 +14,13 @@ or deleted meanwhile was rewritten or needs nothing), progress on stderr.
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from cloudcoil_sync.application._internal.cli import Operator, operation_options, run_operation
 from cloudcoil_sync.application._internal.conversion_config import CRDS, storage
-from cloudcoil_sync.application._internal.progress import InstallError, Progress
+from cloudcoil_sync.application._internal.progress import InstallError, Operation, Progress
 from cloudcoil_sync.client import ClientError, Conflict, NotFound
 
 if TYPE_CHECKING:
@@ -95,30 +94,27 @@ def command(app: Operator) -> click.Command:
         "status.storedVersions (safe to rerun).",
     )
     @operation_options("migration", "Only show what would be migrated.")
-    def migrate_command(timeout: float, dry_run: bool, quiet: bool) -> None:
-        if not math.isfinite(timeout):
-            raise click.BadParameter("must be finite", param_hint="--timeout")
-        from cloudcoil_sync.application._internal.install import connection
-
-        progress = Progress(quiet=quiet)
-        crds = [m for _, m in app.definition().crds]
-
-        def operation() -> list[Any]:
-            if not crds:
-                progress.line("this operator defines no CRD")
-                return []
-            with connection(app.config, app.namespace, timeout) as config:
-                if dry_run:
-                    return [_Planned(config, m) for m in crds]
-                try:
-                    migrate(config, crds, progress)
-                except ClientError as exc:
-                    raise InstallError(f"migration failed: {exc}") from None
-            return []
-
-        run_operation(operation, dry_run=dry_run)
+    def migrate_command(**params: Any) -> None:
+        run_operation(_migrate, app, params)
 
     return migrate_command
+
+
+def _migrate(definition: Any, *, operation: Operation) -> list[Any]:
+    """The ``migrate`` command's operation: the dry run's lines, or nothing once done."""
+    progress = operation.reporter()
+    crds = [m for _, m in definition.crds]
+    if not crds:
+        progress.line("this operator defines no CRD")
+        return []
+    with operation.connection(definition.namespace) as config:
+        if operation.dry_run:
+            return [_Planned(config, m) for m in crds]
+        try:
+            migrate(config, crds, progress)
+        except ClientError as exc:
+            raise InstallError(f"migration failed: {exc}") from None
+    return []
 
 
 class _Planned:

@@ -8,9 +8,12 @@ was done and what was still pending; nothing is rolled back.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -20,6 +23,7 @@ __all__ = [
     "InstallConflict",
     "InstallError",
     "InstallTimeout",
+    "Operation",
     "OperationDeadline",
     "Progress",
     "Steps",
@@ -135,25 +139,62 @@ class Progress:
         return time.monotonic() - self.started
 
 
+@dataclass(frozen=True)
+class Operation:
+    """How one ``install`` or ``uninstall`` runs: within ``timeout`` seconds, as a server-side
+    ``dry_run`` or for real, with the caller's ``config`` (None: one is loaded for it and closed
+    after), reporting to ``progress`` (None: stderr)."""
+
+    timeout: float = 120.0
+    dry_run: bool = False
+    config: Config | None = None
+    progress: Progress | None = None
+
+    def check(self, what: str) -> None:
+        """``ValueError`` unless ``timeout`` is a finite, positive number of seconds."""
+        timeout = self.timeout
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise ValueError(f"{what} timeout must be finite and positive")
+
+    @contextmanager
+    def connection(self, namespace: str) -> Iterator[Config]:
+        """``config``, or one loaded for this operation (no single request outlives it: kubeconfig
+        or in-cluster) and closed after it."""
+        if self.config is not None:
+            yield self.config
+            return
+        from cloudcoil_sync.client import Config
+
+        loaded = Config.load(namespace=namespace, timeout=min(30.0, self.timeout), max_retries=3)
+        try:
+            yield loaded
+        finally:
+            loaded.close()
+
+    def deadline(self) -> OperationDeadline:
+        return OperationDeadline(self.timeout)
+
+    def reporter(self) -> Progress:
+        return Progress() if self.progress is None else self.progress
+
+
 class Steps:
     """One pass over documents: what was done and what is pending, for every error message."""
 
     #: Past participle naming the step in messages ("applied 3 of 8").
     verb = "applied"
 
-    def __init__(
-        self,
-        config: Config,
-        manager: str,
-        deadline: OperationDeadline,
-        progress: Progress,
-        dry_run: bool,
-    ) -> None:
+    def __init__(self, config: Config, manager: str, operation: Operation) -> None:
         self.config = config
         self.manager = manager
-        self.deadline = deadline
-        self.progress = progress
-        self.dry_run = dry_run
+        self.deadline = operation.deadline()  # from now: the connection is made
+        self.progress = operation.reporter()
+        self.dry_run = operation.dry_run
         self.done: list[str] = []
         self.pending: list[str] = []
 
@@ -169,3 +210,18 @@ class Steps:
 
     def timed_out(self, where: str) -> str:
         return f"timed out after {self.deadline.seconds:g} s {where}"
+
+    def wait(self, what: str, label: str, poll: Callable[[], tuple[bool, str]]) -> None:
+        """Poll until ``poll()`` says ``what`` is ``label`` (``(done, state)``), reporting each
+        new state; `InstallTimeout` once the deadline passes."""
+        since = time.monotonic()
+        while True:
+            done, state = poll()
+            if done:
+                self.progress.done(f"{what} is {label}", since)
+                return
+            self.progress.waiting(f"{what} to be {label}", state)
+            if self.deadline.expired:
+                where = f"waiting for {what} to be {label} ({state})"
+                raise self.fail(self.timed_out(where), InstallTimeout)
+            self.deadline.sleep()

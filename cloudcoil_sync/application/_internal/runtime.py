@@ -27,6 +27,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cloudcoil_sync._internal.service import ServiceGroup, await_ready
+from cloudcoil_sync.application._internal.composition import stop_plan
 from cloudcoil_sync.application._internal.scope import warn_outside_scope
 from cloudcoil_sync.controller import Manager
 from cloudcoil_sync.controller._internal import budgets
@@ -187,6 +188,14 @@ class _Components:
         self.ring: RingElection | None = None  # a sharded replica's bid for the ring Lease
         self.shard_election: LeaderElection | None = None  # a sharded replica's own Lease
         self.announced = False  # "Operator ... is running" was logged
+        # The stop budgets (the Deployment's grace period comes from the same plan).
+        self.plan = stop_plan(
+            app.controllers,
+            webhook=app.webhook,
+            health=app.health,
+            leader_election=app.leader_election,
+            sharding=app.sharding,
+        )
         election = app.leader_election
         self.identity = election.identity if election is not None else None
         if app.sharding is not None:
@@ -204,8 +213,7 @@ class _Components:
                 if app.webhook is not None:
                     self._add_webhook()
                 if self.manager is not None:
-                    limit = max(c.shutdown_timeout for c in app.controllers)
-                    self.group.add(self.manager, stop_timeout=budgets.manager_stop(limit))
+                    self.group.add(self.manager, stop_timeout=self.plan.manager())
                     self._add_ring()
                 self.group.start()
                 if self.host is not None:
@@ -317,8 +325,8 @@ class _Components:
         claimer, self.ring = ring_members(
             sharding, self.config, self.app.controllers, election, self.metrics.registry
         )
-        self.group.add(claimer, stop_timeout=budgets.MANAGER_STOP_MARGIN)
-        self.group.add(self.ring, stop_timeout=budgets.MANAGER_STOP_MARGIN)
+        self.group.add(claimer, stop_timeout=budgets.SHARDING_STOP)
+        self.group.add(self.ring, stop_timeout=budgets.SHARDING_STOP)
 
     def _wait(self) -> None:
         """Until stop, or until a component ends by itself (a failure): one event, both."""
@@ -338,7 +346,7 @@ class _Components:
             self.state.set(serving=None)
         manager = self.manager
         if manager is not None and manager.name in self.group.late:
-            limit = budgets.manager_stop(max(c.shutdown_timeout for c in self.app.controllers))
+            limit = self.plan.manager()
             errors.append(RuntimeError(f"The controller manager did not stop within {limit:g}s"))
         if self.ring is not None and self.ring.name in self.group.late:
             errors.append(RuntimeError("The ring coordinator did not stop in time"))

@@ -9,7 +9,6 @@ from typing import Literal
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.names import dns_label
-from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.admission._internal.limits import ConnectionLimits
 
 __all__ = ["ConnectionLimits", "RBACRule", "WebhookServer"]
@@ -37,22 +36,21 @@ class RBACRule:
     resource_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        install_for_script()
         if not isinstance(self.resource, type) or not issubclass(self.resource, Resource):
-            raise TypeError("RBACRule.resource must be a Resource class")
+            raise TypeError(f"RBACRule.resource must be a Resource class, got {self.resource!r}")
         for name in ("verbs", "subresources", "resource_names"):
             values = getattr(self, name)
             if isinstance(values, str | bytes) or any(
                 not isinstance(value, str) or not value for value in values
             ):
-                raise ValueError(f"RBACRule.{name} must contain nonempty strings")
+                raise ValueError(f"RBACRule.{name} must contain nonempty strings, got {values!r}")
             object.__setattr__(self, name, tuple(sorted(set(values))))
         if not self.verbs:
             raise ValueError("RBACRule.verbs must not be empty")
         if self.plural is not None:
             dns_label(self.plural, "Resource plural")
         if self.scope not in (None, "Namespaced", "Cluster"):
-            raise ValueError("RBACRule.scope must be Namespaced or Cluster")
+            raise ValueError(f"RBACRule.scope must be Namespaced or Cluster, got {self.scope!r}")
         if self.namespace is not None:
             dns_label(self.namespace, "RBAC namespace")
         if self.namespace is not None and self.all_namespaces:
@@ -97,10 +95,11 @@ class WebhookServer:
     client_ca_file: str | None = None
 
     def __post_init__(self) -> None:
-        install_for_script()
         for port in (self.port, self.service_port):
             if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-                raise ValueError("Webhook ports must be integers between 1 and 65535")
+                raise ValueError(
+                    f"Webhook ports must be integers between 1 and 65535, got {port!r}"
+                )
         for timeout in (self.startup_timeout, self.shutdown_timeout):
             if (
                 isinstance(timeout, bool)
@@ -108,7 +107,7 @@ class WebhookServer:
                 or not math.isfinite(timeout)
                 or timeout <= 0
             ):
-                raise ValueError("Webhook timeouts must be finite and positive")
+                raise ValueError(f"Webhook timeouts must be finite and positive, got {timeout!r}")
         if not isinstance(self.secure_metrics, bool):
             raise TypeError("WebhookServer.secure_metrics must be True or False")
         if not isinstance(self.limits, ConnectionLimits):

@@ -17,8 +17,6 @@ is waited for until the object is gone, all within ``timeout``.
 from __future__ import annotations
 
 import contextlib
-import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,22 +24,21 @@ import click
 
 from cloudcoil_sync.application._internal.cli import Operator, operation_options, run_operation
 from cloudcoil_sync.application._internal.extras import removal_identities
-from cloudcoil_sync.application._internal.install import check_timeout, connection
 from cloudcoil_sync.application._internal.manifests import (
     INSTALLED_BY,
     Definition,
     assemble,
     installed_by,
 )
+from cloudcoil_sync.application._internal.options import ManifestOptions
 from cloudcoil_sync.application._internal.progress import (
     InstallTimeout,
-    OperationDeadline,
-    Progress,
+    Operation,
     Steps,
     describe,
     field_manager,
 )
-from cloudcoil_sync.client import ClientError, Config, NotFound, UnknownKind
+from cloudcoil_sync.client import ClientError, NotFound, UnknownKind
 
 __all__ = ["Removed", "command", "removal_order", "uninstall"]
 
@@ -90,7 +87,7 @@ def removal_order(definition: Definition) -> list[JSON]:
     webhook = definition.webhook is not None
     # Only names matter: the Deployment is not built (its checks are for running in a Pod).
     documents = assemble(
-        definition, include_webhooks=True, ca_bundle=_PLACEHOLDER_CA if webhook else None
+        definition, ManifestOptions(ca_bundle=_PLACEHOLDER_CA if webhook else None)
     )
     name, namespace = definition.name, definition.namespace
     documents.append(_identity("apps/v1", "Deployment", name, namespace))
@@ -116,24 +113,15 @@ def _meta(name: str, namespace: str) -> JSON:
 
 
 def uninstall(
-    definition: Definition,
-    *,
-    include_crds: bool = False,
-    timeout: float = 120.0,
-    dry_run: bool = False,
-    config: Config | None = None,
-    progress: Progress | None = None,
+    definition: Definition, *, include_crds: bool = False, operation: Operation | None = None
 ) -> list[Removed]:
-    """Delete what ``install`` applied (see the module docstring); returns each outcome.
-
-    ``config`` stays the caller's; without one, one is loaded and closed at the end.
-    """
-    check_timeout(timeout, "Uninstall")
+    """Delete what ``install`` applied (see the module docstring), as ``operation`` says;
+    returns each outcome."""
+    operation = operation or Operation()
+    operation.check("Uninstall")
     documents = removal_order(definition)
-    steps = Progress() if progress is None else progress
-    with connection(config, definition.namespace, timeout) as cfg:
-        deadline = OperationDeadline(timeout)
-        remover = _Remover(cfg, field_manager(definition.name), deadline, steps, dry_run)
+    with operation.connection(definition.namespace) as cfg:
+        remover = _Remover(cfg, field_manager(definition.name), operation)
         remover.owner = installed_by(definition.name, definition.namespace)
         return remover.run(documents, include_crds)
 
@@ -221,24 +209,19 @@ class _Remover(Steps):
         )
 
     def _wait_gone(self, client: Any, what: str, name: str, ns: str | None, uid: Any) -> None:
-        since = time.monotonic()
-        while True:
+        def poll() -> tuple[bool, str]:
             try:
                 obj = _get(client, name, ns)
             except ClientError as exc:
                 raise self.fail(f"reading {what} failed: {exc}") from None
             if obj is None or obj["metadata"].get("uid") != uid:
-                self.progress.done(f"{what} is gone", since)
-                return
+                return True, ""
             finalizers = obj["metadata"].get("finalizers") or []
-            state = "terminating" + (
+            return False, "terminating" + (
                 f" (finalizers: {', '.join(finalizers)})" if finalizers else ""
             )
-            self.progress.waiting(f"{what} to be gone", state)
-            if self.deadline.expired:
-                where = f"waiting for {what} to be gone ({state})"
-                raise self.fail(self.timed_out(where), InstallTimeout)
-            self.deadline.sleep()
+
+        self.wait(what, "gone", poll)
 
     def _summary(self, results: list[Removed]) -> None:
         counts = {a: sum(r.action == a for r in results) for a in ("deleted", "left", "kept")}
@@ -289,20 +272,7 @@ def command(app: Operator) -> click.Command:
         help="Also delete the CRDs, and with them every custom resource of them.",
     )
     @operation_options("removal", "Server-side dry run: show what would go.")
-    def uninstall_command(include_crds: bool, timeout: float, dry_run: bool, quiet: bool) -> None:
-        if not math.isfinite(timeout):
-            raise click.BadParameter("must be finite", param_hint="--timeout")
-        progress = Progress(quiet=quiet)
-        run_operation(
-            lambda: uninstall(
-                app.definition(),
-                include_crds=include_crds,
-                timeout=timeout,
-                dry_run=dry_run,
-                config=app.config,
-                progress=progress,
-            ),
-            dry_run=dry_run,
-        )
+    def uninstall_command(include_crds: bool, **params: Any) -> None:
+        run_operation(uninstall, app, params, include_crds=include_crds)
 
     return uninstall_command

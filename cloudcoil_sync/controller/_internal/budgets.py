@@ -1,26 +1,40 @@
-"""Stop budgets: how long each step of a stop may take, in one place.
+"""Stop budgets: how long each step of an operator's stop may take, in one place, and the
+Pod's ``terminationGracePeriodSeconds`` derived from them.
 
-The stop order (docs/architecture.md): passes drain within the controllers'
-`shutdown_timeout`; the term's write fence closes and waits `WRITE_GRACE` for writes on the
-wire; informers stop within `INFORMER_STOP`; the leader work as a whole gets
-`leader_work(shutdown_timeout)`; then the election releases the Lease within
-`lease_release(http_timeout)`; the health server stops within `HEALTH_STOP`.
-`operator_stop` is the sum a Pod's `terminationGracePeriodSeconds` must cover so that the
-kubelet never kills the process before the Lease is released.
+The stop after SIGTERM, in order (docs/architecture.md), each step bounded by its budget:
+
+1. a sharded replica's claimer, then its bid for the ring Lease: `SHARDING_STOP` each;
+2. the Manager (`StopPlan.manager`):
+   - the leader work (`leader_work`): passes drain within the controllers' longest
+     ``shutdown_timeout``; the term's write fence waits `WRITE_GRACE` for a write on the wire;
+     informers stop within `INFORMER_STOP`; the leader lifespan exits within
+     `LEADER_LIFESPAN_STOP`;
+   - the election releases its Lease within `lease_release` of its request timeout;
+   - the health server stops within `HEALTH_STOP`;
+3. the webhook host drains within ``WebhookServer.shutdown_timeout``.
+
+`StopPlan.total` is their sum; `StopPlan.termination_grace` adds `EXIT_MARGIN` (the process
+lifespan's exit, the Config's close, the interpreter's exit), so the kubelet never kills the
+process before its own budgets run out (a held Lease is released, not left to expire).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 __all__ = [
+    "DEFAULT_GRACE",
+    "EXIT_MARGIN",
     "HEALTH_STOP",
     "INFORMER_STOP",
-    "LEADER_WORK_MARGIN",
-    "MANAGER_STOP_MARGIN",
+    "LEADER_LIFESPAN_STOP",
+    "SHARDING_STOP",
     "WRITE_GRACE",
+    "StopPlan",
     "leader_work",
     "lease_release",
-    "manager_stop",
-    "operator_stop",
+    "lease_request_timeout",
 ]
 
 #: How long a write already on the wire may take to be answered once a fence closes (the
@@ -28,18 +42,21 @@ __all__ = [
 WRITE_GRACE = 30.0
 #: The term's informers (one pool per Config), after the passes.
 INFORMER_STOP = 10.0
-#: Beyond `shutdown_timeout + INFORMER_STOP`: leader lifespans and the write grace's tail.
-LEADER_WORK_MARGIN = 20.0
+#: The leader lifespan's cleanup, after the informers.
+LEADER_LIFESPAN_STOP = 10.0
 #: The health server's threads (waitress's loop and its task threads).
 HEALTH_STOP = 5.0
-#: What the application grants a Manager (and the sharding claimer and ring) beyond the
-#: controllers' shutdown_timeout: informers, lifespans, the Lease release.
-MANAGER_STOP_MARGIN = 40.0
+#: A sharded replica's claimer, and its bid for the ring Lease (each), before the Manager.
+SHARDING_STOP = 40.0
+#: After the last budget: the process lifespan's exit, closing the Config, the exit itself.
+EXIT_MARGIN = 5.0
+#: Kubernetes' default terminationGracePeriodSeconds: the generated one is never shorter.
+DEFAULT_GRACE = 30
 
 
-def leader_work(shutdown_timeout: float) -> float:
-    """The leader work's stop: passes (`shutdown_timeout`), informers, lifespans."""
-    return shutdown_timeout + INFORMER_STOP + LEADER_WORK_MARGIN
+def lease_request_timeout(renew_deadline: float) -> float:
+    """A Lease elector's request timeout, as controller-runtime: max(1 s, renew_deadline / 2)."""
+    return max(1.0, renew_deadline / 2)
 
 
 def lease_release(http_timeout: float) -> float:
@@ -47,11 +64,40 @@ def lease_release(http_timeout: float) -> float:
     return 3 * http_timeout + 1
 
 
-def manager_stop(shutdown_timeout: float) -> float:
-    """The application's budget for its Manager's stop."""
-    return shutdown_timeout + MANAGER_STOP_MARGIN
+def leader_work(shutdown_timeout: float) -> float:
+    """The leader work's stop: passes, a write on the wire, informers, the leader lifespan."""
+    return shutdown_timeout + WRITE_GRACE + INFORMER_STOP + LEADER_LIFESPAN_STOP
 
 
-def operator_stop(shutdown_timeout: float, http_timeout: float) -> float:
-    """The longest a Manager's stop may take, step by step, in order."""
-    return leader_work(shutdown_timeout) + lease_release(http_timeout) + HEALTH_STOP
+@dataclass(frozen=True)
+class StopPlan:
+    """What one operator process stops after SIGTERM, as the inputs of the budgets.
+
+    ``shutdown_timeout``: the controllers' longest (None: no controllers, no Manager);
+    ``lease_timeout``: the request timeout of the Manager's Lease elector (None: no Lease);
+    ``health``: the Manager runs a HealthServer; ``webhook``: the webhook server's
+    ``shutdown_timeout`` (None: no webhook host); ``sharded``: a sharded replica.
+    """
+
+    shutdown_timeout: float | None = None
+    lease_timeout: float | None = None
+    health: bool = False
+    webhook: float | None = None
+    sharded: bool = False
+
+    def manager(self) -> float:
+        """The Manager's stop: leader work, then the Lease's release, then the health server."""
+        if self.shutdown_timeout is None:
+            return 0.0
+        release = 0.0 if self.lease_timeout is None else lease_release(self.lease_timeout)
+        return leader_work(self.shutdown_timeout) + release + (HEALTH_STOP if self.health else 0.0)
+
+    def total(self) -> float:
+        """Every step of the stop, in order: the longest it may take before the process exits."""
+        sharding = 2 * SHARDING_STOP if self.sharded and self.shutdown_timeout is not None else 0.0
+        return sharding + self.manager() + (self.webhook or 0.0)
+
+    def termination_grace(self) -> int:
+        """The Pod's ``terminationGracePeriodSeconds``: the whole stop and `EXIT_MARGIN`, at
+        least `DEFAULT_GRACE`."""
+        return max(DEFAULT_GRACE, math.ceil(self.total() + EXIT_MARGIN))

@@ -18,7 +18,6 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.callables import require_sync
 from cloudcoil_sync._internal.names import dns_label
-from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.admission._internal.routes import Route, ScopedAdmission
 from cloudcoil_sync.controller._internal.registry import Registry
 from cloudcoil_sync.controller._internal.reporting import PassRequest
@@ -79,7 +78,7 @@ def _positive(setting: str, value: float | None) -> None:
         or not math.isfinite(value)
         or value <= 0
     ):
-        raise ValueError(f"{setting} must be finite and positive")
+        raise ValueError(f"{setting} must be finite and positive, got {value!r}")
 
 
 def _status_updates(explicit: bool | None, reconcile: object, report_status: bool) -> bool:
@@ -97,16 +96,16 @@ def _check_types(
     status_updates: object,
 ) -> None:
     if not isinstance(resource, type) or not issubclass(resource, Resource):
-        raise TypeError("Controller resource must be a Resource class")
+        raise TypeError(f"Controller resource must be a Resource class, got {resource!r}")
     if label_selector is not None and not isinstance(label_selector, str):
-        raise TypeError("label_selector must be a string")
+        raise TypeError(f"label_selector must be a string, got {label_selector!r}")
     if not isinstance(events, bool):
         from cloudcoil_sync.controller._internal.events import EventRecorder
 
         if not isinstance(events, EventRecorder):
-            raise TypeError("events must be a bool or EventRecorder")
+            raise TypeError(f"events must be a bool or EventRecorder, got {events!r}")
     if status_updates is not None and not isinstance(status_updates, bool):
-        raise TypeError("status_updates must be a bool")
+        raise TypeError(f"status_updates must be a bool, got {status_updates!r}")
     if reconcile is not None and not isinstance(reconcile, Stages | Cases):
         require_sync(reconcile, "reconcilers")
 
@@ -121,12 +120,14 @@ def _check_settings(
     timeouts: dict[str, float | None],
 ) -> None:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError("workers must be a positive integer")
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
     for setting, value in timeouts.items():
         _positive(setting, value)
     _positive("resync_period", resync_period)
     if not MIN_RESYNC <= resync_period <= MAX_RESYNC:
-        raise ValueError("resync_period must be between 30 and 86400 seconds")
+        raise ValueError(
+            f"resync_period must be between 30 and 86400 seconds, got {resync_period!r}"
+        )
     if name is not None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("Controller name must not be empty")
@@ -168,7 +169,6 @@ class Controller(Generic[T]):
         status_updates: bool | None = None,
         event_flush_timeout: float = 2,
     ) -> None:
-        install_for_script()
         _check_types(resource, reconcile, label_selector, events, status_updates)
         _check_settings(
             name=name,

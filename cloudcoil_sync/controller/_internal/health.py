@@ -26,7 +26,6 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from cloudcoil_sync._internal.endpoints import Check, OperatorEndpoints
-from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync._internal.service import ExitCallback
 
 __all__ = ["HealthServer", "HealthServerError"]
@@ -55,7 +54,6 @@ class HealthServer:
     max_connections = 128
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 8080) -> None:
-        install_for_script()
         if not isinstance(host, str) or not host:
             raise ValueError("host must be a non-empty string")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:

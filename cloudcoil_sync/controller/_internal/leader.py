@@ -56,7 +56,6 @@ from uuid import uuid4
 
 from prometheus_client import CollectorRegistry
 
-from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync._internal.service import ExitCallback, ServiceGroup
 from cloudcoil_sync._internal.signals import main_slice
 from cloudcoil_sync.client import Config
@@ -112,7 +111,6 @@ class LeaderElection:
         lease_api: LeaseAPI | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        install_for_script()
         self.name = dns_name(name, label=False)
         if not isinstance(warm, bool):
             raise TypeError("warm must be True or False")
@@ -161,7 +159,7 @@ class LeaderElection:
     @property
     def http_timeout(self) -> float:
         """Per-request timeout, as controller-runtime: max(1 s, renew_deadline / 2)."""
-        return max(1.0, self.renew_deadline / 2)
+        return budgets.lease_request_timeout(self.renew_deadline)
 
     # -- state -------------------------------------------------------------------------------
 

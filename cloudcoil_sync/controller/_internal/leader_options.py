@@ -16,7 +16,9 @@ TIMING_RANGE = "Require 0 < retry_period < renew_deadline < lease_duration"
 def dns_name(value: Any, *, label: bool) -> str:
     """A DNS subdomain (Lease name) or a DNS label (namespace), else ValueError."""
     if not (is_dns_label(value) if label else is_dns_subdomain(value)):
-        raise ValueError("Lease name and namespace must be valid Kubernetes DNS names")
+        raise ValueError(
+            f"Lease name and namespace must be valid Kubernetes DNS names, got {value!r}"
+        )
     return str(value)
 
 

@@ -85,7 +85,7 @@ class Registry(Generic[T]):
             or not math.isfinite(every)
             or every <= 0
         ):
-            raise ValueError("every must be finite and positive")
+            raise ValueError(f"every must be finite and positive, got {every!r}")
 
         def register(function: F) -> F:
             self.check()

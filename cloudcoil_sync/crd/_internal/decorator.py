@@ -10,7 +10,6 @@ from typing import Any, Literal, TypeVar, cast
 
 from cloudcoil.resources import Resource
 
-from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.crd._internal.markers import PrinterColumn
 
 __all__ = ["CustomResourceOptions", "Scope", "custom_resource", "resource_options"]
@@ -83,7 +82,6 @@ def custom_resource(
     ``api_version=`` the ``api_version``/``kind`` fields become ``Literal`` defaults
     (``kind`` defaults to the class name); explicit Literal fields work too.
     """
-    install_for_script()
     if isinstance(short_names, str) or isinstance(categories, str):
         raise ValueError("short_names and categories must be sequences of names")
     names, groups = tuple(short_names), tuple(categories)

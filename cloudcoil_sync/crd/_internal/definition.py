@@ -12,7 +12,6 @@ from cloudcoil.resources import Resource
 from pydantic.errors import PydanticInvalidForJsonSchema
 
 from cloudcoil_sync._internal.names import is_dns1035_label, is_dns_label, is_dns_subdomain
-from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.crd._internal.decorator import Scope, resource_options
 from cloudcoil_sync.crd._internal.markers import COLUMN_KEY, PrinterColumn, SchemaError
 from cloudcoil_sync.crd._internal.schema import check_models, structural_schema
@@ -48,11 +47,10 @@ class CRD:
         status: bool | None = None,
         columns: Sequence[PrinterColumn] | None = None,
     ) -> None:
-        install_for_script()
         self.versions = resource if isinstance(resource, Versions) else None
         resource = resource.storage.model if isinstance(resource, Versions) else resource
         if not isinstance(resource, type) or not issubclass(resource, Resource):
-            raise TypeError("resource must be a Resource subclass")
+            raise TypeError(f"resource must be a Resource subclass, got {resource!r}")
         declared = resource_options(resource)
         if declared is not None:
             plural = declared.plural if plural is None else plural
@@ -146,14 +144,20 @@ def _identity(resource: type[Resource]) -> tuple[str, str, str]:
         ) from None
     api_version, kind = gvk.api_version, gvk.kind
     if not isinstance(api_version, str) or api_version.count("/") != 1:
-        raise ValueError("api_version must have exactly one group/version separator")
+        raise ValueError(
+            f"api_version must have exactly one group/version separator, got {api_version!r}"
+        )
     group, _, version = api_version.partition("/")
     if not is_dns_subdomain(group):
-        raise ValueError("CRDs require an api_version with a valid DNS group and version")
+        raise ValueError(
+            f"CRDs require an api_version with a valid DNS group and version, got {api_version!r}"
+        )
     if not is_dns1035_label(version):
-        raise ValueError("CRD version must be a DNS label starting with a letter")
+        raise ValueError(f"CRD version must be a DNS label starting with a letter, got {version!r}")
     if not isinstance(kind, str) or not _KIND.fullmatch(kind):
-        raise ValueError("CRD kind must be an alphanumeric identifier starting with a letter")
+        raise ValueError(
+            f"CRD kind must be an alphanumeric identifier starting with a letter, got {kind!r}"
+        )
     return group, version, kind
 
 
