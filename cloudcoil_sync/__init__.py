@@ -20,6 +20,8 @@ _EXPORTS = {
         "WebhookServer",
     ),
     "cloudcoil_sync.controller": (
+        "Cause",
+        "Change",
         "Context",
         "Controller",
         "HealthServer",
@@ -31,6 +33,7 @@ _EXPORTS = {
         "Result",
         "TerminalError",
         "Wait",
+        "enable_tracing",
         "get_condition",
         "set_condition",
         "update_status",
@@ -54,6 +57,8 @@ __all__ = [
     "AdmissionRequest",
     "AdmissionWebhook",
     "Application",
+    "Cause",
+    "Change",
     "Config",
     "Context",
     "Controller",
@@ -74,6 +79,7 @@ __all__ = [
     "WebhookServer",
     "__version__",
     "custom_resource",
+    "enable_tracing",
     "get_condition",
     "mutating",
     "set_condition",
@@ -98,6 +104,8 @@ if TYPE_CHECKING:
     )
     from cloudcoil_sync.client import Config
     from cloudcoil_sync.controller import (
+        Cause,
+        Change,
         Context,
         Controller,
         HealthServer,
@@ -109,6 +117,7 @@ if TYPE_CHECKING:
         Result,
         TerminalError,
         Wait,
+        enable_tracing,
         get_condition,
         set_condition,
         update_status,

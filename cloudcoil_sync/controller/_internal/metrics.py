@@ -156,6 +156,12 @@ class OperatorMetrics:
             ["controller", "cause"],
             registry=r,
         )
+        self.pass_causes = Counter(
+            "cloudcoil_reconcile_causes_total",
+            "Passes by why they ran (a pass with several causes counts once for each kind)",
+            ["controller", "cause"],
+            registry=r,
+        )
         self.mapper_errors = Counter(
             "cloudcoil_mapper_errors_total",
             "Watch mapper calls that raised (the event was dropped), per controller",
@@ -323,6 +329,7 @@ class ControllerMetrics:
         self._active.set(0)
         metrics.max_concurrent.labels(controller=name).set(workers)
         self.queue = QueueMetricsRecorder(metrics, name)
+        self._causes: dict[str, Counter] = {}
 
     def reconciled(self, result: str, seconds: float, *, terminal: bool = False) -> None:
         """Count one pass: `result` is success, error, requeue or requeue_after."""
@@ -345,6 +352,13 @@ class ControllerMetrics:
     def fenced(self, cause: str) -> None:
         """A pass's write refused by a closed fence (not a reconcile_timeout: `timed_out`)."""
         self._metrics.fenced_passes.labels(controller=self.name, cause=cause).inc()
+
+    def caused(self, kind: str) -> None:
+        """A pass ran for a cause of this kind (`causes.CAUSE_KINDS`)."""
+        child = self._causes.get(kind)
+        if child is None:
+            child = self._causes[kind] = self._metrics.pass_causes.labels(self.name, kind)
+        child.inc()
 
     def mapper_failed(self) -> None:
         self._metrics.mapper_errors.labels(controller=self.name).inc()

@@ -1,0 +1,111 @@
+"""Optional OpenTelemetry spans: a pass, the API requests under it, admission requests.
+
+Off until `enable()` is called (`cloudcoil_sync.enable_tracing`); OpenTelemetry (the
+`otel` extra) is imported only then, so without it nothing here costs more than one
+attribute read. Spans use the global tracer provider unless one is passed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = [
+    "Span",
+    "client_span",
+    "current_span",
+    "disable",
+    "enable",
+    "enabled",
+    "server_span",
+    "set_error",
+    "span",
+]
+
+TRACER_NAME = "cloudcoil_sync"
+Span = Any  # opentelemetry.trace.Span when tracing is on
+
+_state: dict[str, Any] = {"tracer": None}
+
+
+def enable(tracer_provider: Any = None) -> None:
+    """Trace from now on (with `tracer_provider`, else OpenTelemetry's global one).
+
+    Raises ImportError with the fix when the `otel` extra is not installed.
+    """
+    try:
+        trace = importlib.import_module("opentelemetry.trace")
+    except ImportError as error:
+        raise ImportError(
+            "Tracing needs OpenTelemetry: pip install 'cloudcoil_sync[otel]' (and an SDK)"
+        ) from error
+    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    _state["tracer"] = provider.get_tracer(TRACER_NAME)
+    _state["trace"] = trace
+    _state["propagate"] = importlib.import_module("opentelemetry.propagate")
+
+
+def disable() -> None:
+    _state["tracer"] = None
+
+
+def enabled() -> bool:
+    return _state["tracer"] is not None
+
+
+@contextmanager
+def span(name: str, attributes: Mapping[str, Any], *, kind: str = "INTERNAL") -> Iterator[Span]:
+    """A span (None when tracing is off); an exception escaping it marks it as an error."""
+    tracer = _state["tracer"]
+    if tracer is None:
+        yield None
+        return
+    trace = _state["trace"]
+    with tracer.start_as_current_span(
+        name, kind=getattr(trace.SpanKind, kind), attributes=dict(attributes)
+    ) as current:
+        yield current
+
+
+@contextmanager
+def client_span(method: str, path: str) -> Iterator[Span]:
+    """One API request (a child of the pass's span when a pass runs on this thread)."""
+    with span(
+        f"{method} {path.split('?', 1)[0]}",
+        {"http.request.method": method, "url.path": path},
+        kind="CLIENT",
+    ) as current:
+        yield current
+
+
+@contextmanager
+def server_span(
+    name: str, headers: Mapping[str, str], attributes: Mapping[str, Any]
+) -> Iterator[Span]:
+    """A served request, continuing the caller's trace (W3C `traceparent`) where given."""
+    tracer = _state["tracer"]
+    if tracer is None:
+        yield None
+        return
+    trace = _state["trace"]
+    parent = _state["propagate"].extract(dict(headers))
+    with tracer.start_as_current_span(
+        name, context=parent, kind=trace.SpanKind.SERVER, attributes=dict(attributes)
+    ) as current:
+        yield current
+
+
+def current_span() -> Span:
+    """The span current on this thread (OpenTelemetry's invalid span when none)."""
+    return _state["trace"].get_current_span()
+
+
+def set_error(current: Span, error: BaseException) -> None:
+    """Mark `current` (a span, or None) as failed with `error`."""
+    if current is None:
+        return
+    trace = _state["trace"]
+    current.record_exception(error)
+    current.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(error).__name__}: {error}"))
