@@ -8,9 +8,9 @@ attribute read. Spans use the global tracer provider unless one is passed.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "Span",
@@ -19,11 +19,14 @@ __all__ = [
     "disable",
     "enable",
     "enabled",
+    "served",
     "server_span",
     "set_error",
     "span",
+    "traced",
 ]
 
+R = TypeVar("R")
 TRACER_NAME = "cloudcoil_sync"
 Span = Any  # opentelemetry.trace.Span when tracing is on
 
@@ -95,6 +98,44 @@ def server_span(
         name, context=parent, kind=trace.SpanKind.SERVER, attributes=dict(attributes)
     ) as current:
         yield current
+
+
+def traced(method: str, path: str, send: Callable[[], R]) -> R:
+    """`send()` (an API request returning a response) inside its client span."""
+    with client_span(method, path) as current:
+        try:
+            response = send()
+        except BaseException as error:
+            code = getattr(error, "status_code", None)  # an APIError's answer
+            if code is not None:
+                current.set_attribute("http.response.status_code", code)
+            set_error(current, error)
+            raise
+        current.set_attribute("http.response.status_code", getattr(response, "status_code", 0))
+        return response
+
+
+def served(environ: Mapping[str, Any], handle: Callable[[Any], tuple[int, R]]) -> tuple[int, R]:
+    """`handle(environ)` (an admission request: `(status, document)`) in its server span."""
+    headers = {
+        name: str(environ[key])
+        for name, key in (("traceparent", "HTTP_TRACEPARENT"), ("tracestate", "HTTP_TRACESTATE"))
+        if key in environ
+    }
+    path = str(environ.get("PATH_INFO", ""))
+    attributes = {"http.request.method": str(environ.get("REQUEST_METHOD", "")), "url.path": path}
+    with server_span(f"admission {path}", headers, attributes) as current:
+        try:
+            status, document = handle(environ)
+        except BaseException as error:
+            set_error(current, error)
+            raise
+        current.set_attribute("http.response.status_code", status)
+        if isinstance(document, dict):
+            allowed = (document.get("response") or {}).get("allowed")
+            if allowed is not None:
+                current.set_attribute("cloudcoil.admission.allowed", bool(allowed))
+        return status, document
 
 
 def current_span() -> Span:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
+from cloudcoil_sync._internal import tracing
 from cloudcoil_sync._internal.patches import MutationBase, mutation_patch
 from cloudcoil_sync.admission._internal.concurrency import RouteSlots
 from cloudcoil_sync.admission._internal.handlers import HandlerPool, HandlerTimeout, PoolClosed
@@ -113,7 +114,10 @@ class AdmissionWebhook(AdmissionRoutes):
     # -- WSGI ------------------------------------------------------------------------------
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
-        status, document = self.handle(environ)
+        if tracing.enabled():  # a server span, continuing the API server's trace if sent
+            status, document = tracing.served(environ, self.handle)
+        else:
+            status, document = self.handle(environ)
         body = json.dumps(document, separators=(",", ":")).encode()
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
         if status == 405:
