@@ -30,6 +30,7 @@ from cloudcoil_sync.application._internal.manifests import Definition
 from cloudcoil_sync.application._internal.placing import placing_routes
 from cloudcoil_sync.application._internal.runtime import ATTACHED, IDLE, RunState
 from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServer
+from cloudcoil_sync.controller._internal.checks import HealthChecks
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.health import HealthServer
 from cloudcoil_sync.controller._internal.leader import LeaderElection
@@ -92,6 +93,7 @@ class Application:
         self.rules = tuple(_typed(rules, RBACRule, "rules"))
         self.webhook: WebhookServer | None = _optional(webhook, WebhookServer, "webhook")
         self.health: HealthServer | None = _optional(health, HealthServer, "health")
+        self.checks = HealthChecks()  # `@app.health_check()`, served by `health`
         if admission is not None and not isinstance(getattr(admission, "routes", None), dict):
             raise TypeError("admission must be an AdmissionWebhook or AdmissionRoutes")
         self.admission = admission
@@ -164,6 +166,28 @@ class Application:
     def lifespan(self, *, scope: LifespanScope = "process") -> Callable[[F], F]:
         """Pair setup and cleanup around the process or around held leadership."""
         return self.lifespans.register(scope=scope)
+
+    def health_check(
+        self,
+        name: str | None = None,
+        *,
+        timeout: float = 5.0,
+        period: float = 10.0,
+        liveness: bool = False,
+        readiness: bool = True,
+    ) -> Callable[[F], F]:
+        """Add a check to `/readyz` (and `/healthz` with `liveness=True`); see
+        docs/observability.md. The function returns True/None when fine, False or raises
+        when not; it runs at most once per `period`, bounded by `timeout`."""
+
+        def register(fn: F) -> F:
+            label = name or fn.__name__.replace("_", "-")
+            self.checks.add(
+                label, fn, timeout=timeout, period=period, liveness=liveness, readiness=readiness
+            )
+            return fn
+
+        return register
 
     # Definition -----------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cloudcoil_sync._internal.service import ServiceGroup, await_ready
 from cloudcoil_sync.application._internal.scope import warn_outside_scope
 from cloudcoil_sync.controller._internal import budgets
+from cloudcoil_sync.controller._internal.checks import HealthChecks, serve_checks
 from cloudcoil_sync.controller._internal.manager import Manager
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
 
@@ -65,6 +66,7 @@ class RunnableApp(Protocol):
     sharding: Sharding | None
     health: HealthServer | None
     webhook: WebhookServer | None
+    checks: HealthChecks
 
     def admission_routes(self, config: Config | None = None) -> AdmissionRoutes: ...
 
@@ -250,6 +252,13 @@ class _Components:
             shard=shard,
             also_stop=(self.stop,),  # no pass starts once the run's stop is set
         )
+        if app.health is not None:  # named checks: the user's, informers, certificate
+            app.health.checks = app.checks
+            serve_checks(
+                app.checks,
+                synced=manager.synced,
+                certfile=None if app.webhook is None else app.webhook.certfile,
+            )
         manager.subscribe(self.state.touch)
         manager.subscribe(self._running)
         self.manager = manager

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync._internal.service import ExitCallback
+from cloudcoil_sync.controller._internal.checks import HealthChecks
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -74,6 +75,7 @@ class HealthServer:
         self._probes: dict[str, Probe] = {}
         self._registry: CollectorRegistry | None = None
         self._used = False
+        self.checks: HealthChecks | None = None  # named checks (`?verbose`, `/readyz/<name>`)
 
     @property
     def address(self) -> tuple[str, int] | None:
@@ -165,6 +167,8 @@ class HealthServer:
         """
         server, thread = self._server, self._thread
         self._address = None
+        if self.checks is not None:
+            self.checks.close()
         if server is None or thread is None:
             return True
         timeout = 5.0 if timeout is None else timeout
@@ -197,6 +201,10 @@ class HealthServer:
 
     def _app(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
+        query = environ.get("QUERY_STRING", "")
+        named = None if self.checks is None else self.checks.answer(path, query, self._probes)
+        if named is not None and environ.get("REQUEST_METHOD") == "GET":
+            return _answer(start_response, named[0], named[1])
         if path not in _PATHS:
             return _answer(start_response, 404, b"not found\n")
         if environ.get("REQUEST_METHOD") != "GET":
