@@ -34,6 +34,7 @@ from cloudcoil_sync.controller._internal.checks import HealthChecks
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.health import HealthServer
 from cloudcoil_sync.controller._internal.leader import LeaderElection
+from cloudcoil_sync.controller._internal.user_metrics import user_registry
 from cloudcoil_sync.crd import CRD
 from cloudcoil_sync.sharding._internal.settings import Sharding
 
@@ -94,6 +95,7 @@ class Application:
         self.webhook: WebhookServer | None = _optional(webhook, WebhookServer, "webhook")
         self.health: HealthServer | None = _optional(health, HealthServer, "health")
         self.checks = HealthChecks()  # `@app.health_check()`, served by `health`
+        self.registry = user_registry()  # your own metrics, served on the same /metrics
         if admission is not None and not isinstance(getattr(admission, "routes", None), dict):
             raise TypeError("admission must be an AdmissionWebhook or AdmissionRoutes")
         self.admission = admission

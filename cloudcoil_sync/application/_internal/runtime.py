@@ -32,8 +32,11 @@ from cloudcoil_sync.controller._internal import budgets
 from cloudcoil_sync.controller._internal.checks import HealthChecks, serve_checks
 from cloudcoil_sync.controller._internal.manager import Manager
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
+from cloudcoil_sync.controller._internal.user_metrics import UserMetrics
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
     from cloudcoil_sync.application._internal.lifecycle import Lifespans
     from cloudcoil_sync.application._internal.settings import WebhookServer
@@ -67,6 +70,7 @@ class RunnableApp(Protocol):
     health: HealthServer | None
     webhook: WebhookServer | None
     checks: HealthChecks
+    registry: CollectorRegistry
 
     def admission_routes(self, config: Config | None = None) -> AdmissionRoutes: ...
 
@@ -183,6 +187,7 @@ class _Components:
         self.state = state
         self.stop = stop
         self.metrics = OperatorMetrics()
+        self.metrics.registry.register(UserMetrics(app.registry))  # app.registry's metrics
         self.group = ServiceGroup(f"operator {app.name}", stop_event=stop)
         self.manager: Manager | None = None
         self.host: Any = None
