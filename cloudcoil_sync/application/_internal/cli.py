@@ -61,6 +61,7 @@ COMMAND_MODULES = {
     "uninstall": "cloudcoil_sync.application._internal.uninstall",
     "run": "cloudcoil_sync.application._internal.run_cli",
     "certs": "cloudcoil_sync.application._internal.certs_cli",
+    "dashboard": "cloudcoil_sync.application._internal.dashboard",
 }
 CA_ENV = "CLOUDCOIL_WEBHOOK_CA_FILE"
 USAGE_EXIT = 2
