@@ -92,3 +92,10 @@ def test_every_query_uses_metrics_the_framework_exports() -> None:
 def test_a_dashboard_for_any_operator_name() -> None:
     board: dict[str, Any] = dashboard("a" * 60)
     assert len(board["uid"]) <= 40
+
+
+def test_every_framework_metric_is_listed_in_the_docs() -> None:
+    docs = (HERE.parent.parent / "docs" / "observability.md").read_text()
+    families = {family.name for family in OperatorMetrics().registry.collect()}
+    missing = [name for name in families if f"`{name}" not in docs]
+    assert missing == []

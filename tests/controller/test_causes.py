@@ -76,12 +76,21 @@ def test_coalesced_adds_keep_every_cause_once() -> None:
     assert queue.get(1.0) == KEY and queue.causes(KEY) == (RESYNC,)
 
 
-def test_a_delayed_cause_joins_a_fresh_add_and_a_released_one() -> None:
+def test_a_delayed_cause_is_the_passs_once_due_and_dropped_when_superseded() -> None:
     clock = FakeClock()
     queue: WorkQueue[ResourceKey] = WorkQueue(clock=clock)
     queue.add_after(KEY, 5.0, REQUEUE)
-    queue.add(KEY, RESYNC)  # supersedes the delayed add: the pass serves both
-    assert queue.get(1.0) == KEY and set(queue.causes(KEY)) == {REQUEUE, RESYNC}
+    queue.add(KEY, RESYNC)  # supersedes the delayed add: the pass runs now for the resync
+    assert queue.get(1.0) == KEY and queue.causes(KEY) == (RESYNC,)
+    queue.add(KEY, RESYNC)
+    queue.add_after(KEY, 5.0, REQUEUE)  # a pass is pending already: it runs sooner
+    queue.done(KEY)
+    assert queue.get(1.0) == KEY and queue.causes(KEY) == (RESYNC,)
+    queue.add_after(KEY, 3.0, REQUEUE)
+    queue.add_after(KEY, 5.0, retry("error"))  # the earlier deadline stands, with both causes
+    queue.done(KEY)
+    clock.advance(3.0)
+    assert queue.get(1.0) == KEY and queue.causes(KEY) == (REQUEUE, retry("error"))
     queue.retry(KEY, retry("error"))
     queue.done(KEY)
     clock.advance(2.0)

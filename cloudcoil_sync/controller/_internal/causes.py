@@ -66,7 +66,7 @@ CAUSE_KINDS = (
 )
 MAX_CAUSES = 16  # distinct causes kept per pending key
 MAX_PATHS = 8  # paths kept per cause (then "+N more")
-_VOLATILE = ("resourceVersion", "managedFields")
+_VOLATILE = ("resourceVersion", "managedFields", "generation")  # generation: follows spec
 _SECTIONS = ("spec", "metadata", "status")
 
 JSON = Mapping[str, Any]

@@ -196,14 +196,14 @@ class WorkQueue(Generic[K]):
     # -- producers -------------------------------------------------------------------
 
     def add(self, key: K, cause: Cause | None = None) -> None:
-        """Ask for a pass now; a fresh add supersedes a delayed retry of the key (whose
-        causes it takes over)."""
+        """Ask for a pass now; a fresh add supersedes a delayed retry of the key (and its
+        causes: the pass runs now for this one)."""
         with self._lock:
             if self._closed:
                 return
             if self._delayed.pop(key, None) is not None:
                 self._compact_timers()
-                self._promote(key)
+                self._later.pop(key, None)
             if cause is not None:
                 self._causes.setdefault(key, CauseSet()).note(cause)
             self._add_locked(key, self._clock())
@@ -345,16 +345,14 @@ class WorkQueue(Generic[K]):
         if delay == 0:
             if self._delayed.pop(key, None) is not None:
                 self._compact_timers()
-                self._promote(key)
+                self._later.pop(key, None)
             if cause is not None:
                 self._causes.setdefault(key, CauseSet()).note(cause)
             self._add_locked(key, now)
             return
         self._metrics.retried()
         if key in self._dirty:
-            if cause is not None:  # the pending pass serves this request too
-                self._causes.setdefault(key, CauseSet()).note(cause)
-            return
+            return  # the pending pass runs sooner, for its own causes
         if cause is not None:
             self._later.setdefault(key, CauseSet()).note(cause)
         deadline = now + delay
