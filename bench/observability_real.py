@@ -95,12 +95,12 @@ class Cluster:
         self.config = Config.from_kubeconfig(namespace=NAMESPACE)
 
     def setup(self) -> None:
-        from cloudcoil_sync.client import Conflict
+        from cloudcoil_sync.client import AlreadyExists
         from cloudcoil_sync.crd import CRD
         from examples.widget_operator import Widget
 
         crds = self.config.client(("apiextensions.k8s.io", "v1", "customresourcedefinitions"))
-        with contextlib.suppress(Conflict):  # installed already
+        with contextlib.suppress(AlreadyExists):  # installed already
             crds.create(CRD(Widget).manifest())
         wait("the Widget CRD", lambda: _established(crds.get("widgets.examples.cloudcoil.dev")))
         namespaces = self.config.client(("", "v1", "namespaces"))
