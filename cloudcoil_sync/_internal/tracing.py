@@ -7,6 +7,7 @@ attribute read. Spans use the global tracer provider unless one is passed.
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "Span",
+    "carried",
     "client_span",
     "current_span",
     "disable",
@@ -136,6 +138,15 @@ def served(environ: Mapping[str, Any], handle: Callable[[Any], tuple[int, R]]) -
             if allowed is not None:
                 current.set_attribute("cloudcoil.admission.allowed", bool(allowed))
         return status, document
+
+
+def carried(function: Callable[[], R]) -> Callable[[], R]:
+    """`function` to run on another thread under this thread's current span (as is when
+    tracing is off)."""
+    if _state["tracer"] is None:
+        return function
+    context = contextvars.copy_context()
+    return lambda: context.run(function)
 
 
 def current_span() -> Span:

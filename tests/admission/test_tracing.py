@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import ssl
 from collections.abc import Callable, Iterator
@@ -46,6 +47,8 @@ def test_admission_spans_take_the_trace_context_from_the_request(
 
     @table.validating(ConfigMap, path="/validate/cm")
     def check(request: AdmissionRequest[ConfigMap]) -> None:
+        with tracing.span("policy lookup", {}):  # on the handler pool's thread
+            pass
         if request.resource is not None and (request.resource.data or {}).get("deny"):
             raise AdmissionDenied("no")
 
@@ -65,7 +68,9 @@ def test_admission_spans_take_the_trace_context_from_the_request(
     finally:
         connection.close()
         assert webhook.close(timeout=5)
-    first, second = exporter.get_finished_spans()
+    inner, first, _, second = exporter.get_finished_spans()
+    assert inner.name == "policy lookup" and inner.parent is not None and first.context is not None
+    assert inner.parent.span_id == first.context.span_id
     assert first.name == "admission /validate/cm" and first.kind.name == "SERVER"
     assert first.context is not None and format(first.context.trace_id, "032x") == TRACE
     assert first.parent is not None and format(first.parent.span_id, "016x") == PARENT
@@ -74,3 +79,34 @@ def test_admission_spans_take_the_trace_context_from_the_request(
     assert first.attributes["http.response.status_code"] == 200
     assert second.parent is None and second.context is not None
     assert format(second.context.trace_id, "032x") != TRACE
+
+
+def test_a_handler_on_the_pool_runs_under_the_request_span(exporter: InMemorySpanExporter) -> None:
+    """Served by another WSGI server (no late-answer hook): the handler runs on the pool."""
+    table = AdmissionRoutes()
+
+    @table.validating(ConfigMap, path="/validate/cm")
+    def check(request: AdmissionRequest[ConfigMap]) -> None:
+        with tracing.span("policy lookup", {}):
+            pass
+
+    webhook = AdmissionWebhook(table)
+    body = json.dumps(review()).encode()
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/validate/cm",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body),
+        "HTTP_TRACEPARENT": f"00-{TRACE}-{PARENT}-01",
+    }
+    try:
+        answer = b"".join(webhook(environ, lambda status, headers: None))
+    finally:
+        assert webhook.close(timeout=5)
+    assert json.loads(answer)["response"]["allowed"] is True
+    inner, served = exporter.get_finished_spans()
+    assert inner.name == "policy lookup" and served.name == "admission /validate/cm"
+    assert inner.parent is not None and served.context is not None
+    assert inner.parent.span_id == served.context.span_id
+    assert format(inner.context.trace_id, "032x") == TRACE  # type: ignore[union-attr]
