@@ -59,10 +59,13 @@ class ChangeTracker:
         self._bases: dict[ResourceKey, bytes] = {}
         self._lock = threading.Lock()
 
-    def changes(self, key: ResourceKey, data: bytes | None) -> tuple[Change, ...] | None:
+    def changes(
+        self, key: ResourceKey, data: bytes | None, *, asked: bool = True
+    ) -> tuple[Change, ...] | None:
         """What changed in `data` (the object this pass read) since the last success of
-        `key`; None when no successful pass of it was seen since tracking began."""
-        self.wanted = True
+        `key`; None when no successful pass of it was seen since tracking began. `asked`
+        (a handler read `ctx.changes`): keep bases from now on (a debug line does not)."""
+        self.wanted = self.wanted or asked
         with self._lock:
             base = self._bases.get(key)
         if base is None or data is None:

@@ -188,7 +188,7 @@ class Reconciler(Generic[T]):
         self._record(outcome, seconds)
         debug = self._log.isEnabledFor(logging.DEBUG)
         if debug:
-            changed = self.changes.changes(key, data)
+            changed = self.changes.changes(key, data, asked=False)
             described = _describe(outcome, seconds, snapshot is None)
             if changed:
                 described += f"; changed since the last success: {'; '.join(map(str, changed))}"
