@@ -1,7 +1,8 @@
 """Causes, changes, health checks and spans of the widget operator on a real API server.
 
 Runs ``examples/widget_operator.py`` (``run --log-level debug --log-format json``) in a child
-process against ``KUBECONFIG``, in its own namespace (``i42-obs``, deleted afterwards), with
+process against ``KUBECONFIG``, in its own namespace (``i42-obs``, deleted afterwards; the
+Widget CRD is installed if absent and left installed), with
 a HealthServer, one user health check (``upstream``, period 2 s, failing while a flag file
 exists) and OpenTelemetry's SDK exporting every span as a JSON line to a file. Then:
 
