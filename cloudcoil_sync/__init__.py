@@ -24,6 +24,8 @@ _EXPORTS = {
         "WebhookServer",
     ),
     "cloudcoil_sync.controller": (
+        "Cause",
+        "Change",
         "Context",
         "Controller",
         "HealthServer",
@@ -35,6 +37,7 @@ _EXPORTS = {
         "Result",
         "TerminalError",
         "Wait",
+        "enable_tracing",
         "get_condition",
         "set_condition",
         "update_status",
@@ -58,6 +61,8 @@ __all__ = [
     "AdmissionRequest",
     "AdmissionWebhook",
     "Application",
+    "Cause",
+    "Change",
     "Config",
     "Context",
     "Controller",
@@ -78,6 +83,7 @@ __all__ = [
     "WebhookServer",
     "__version__",
     "custom_resource",
+    "enable_tracing",
     "get_condition",
     "mutating",
     "set_condition",
@@ -102,6 +108,8 @@ if TYPE_CHECKING:
     )
     from cloudcoil_sync.client import Config
     from cloudcoil_sync.controller import (
+        Cause,
+        Change,
         Context,
         Controller,
         HealthServer,
@@ -113,6 +121,7 @@ if TYPE_CHECKING:
         Result,
         TerminalError,
         Wait,
+        enable_tracing,
         get_condition,
         set_condition,
         update_status,

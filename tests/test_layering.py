@@ -177,10 +177,14 @@ SEAMS: dict[str, dict[str, str]] = {
         "its own to (margins, the write grace in the Pod's grace period)",
         "cloudcoil_sync.controller._internal.cache": "LabelSelector: the placing webhook matches "
         "a controller's selector as its informer does",
+        "cloudcoil_sync.controller._internal.checks": "HealthChecks, serve_checks: the named "
+        "health checks of @app.health_check and the framework's, served by the health app",
         "cloudcoil_sync.controller._internal.health": "HealthServer, public, still typed from "
         "here by manifests.py (left to the ManifestOptions part of issue 38)",
         "cloudcoil_sync.controller._internal.metrics": "OperatorMetrics: one registry for the "
         "manager, the webhook and the ring",
+        "cloudcoil_sync.controller._internal.user_metrics": "user_registry, UserMetrics: "
+        "app.registry, served with the operator's metrics (clashing names refused)",
         "cloudcoil_sync.controller._internal.overlap": "check_overlap: two controllers of one "
         "kind, checked across the application",
         "cloudcoil_sync.crd._internal.versions": "versions_of: the Versions a model belongs "

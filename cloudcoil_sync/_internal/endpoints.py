@@ -14,7 +14,7 @@ Any other path goes to `fallback` (the admission app), or is answered 404.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ __all__ = [
     "READYZ",
     "Access",
     "Check",
+    "Named",
     "OperatorEndpoints",
 ]
 
@@ -48,6 +49,9 @@ _TEXT = "text/plain; charset=utf-8"
 _METHODS = ("GET", "HEAD")
 
 Check = Callable[[], bool]
+#: (path, query string, the checks by path) -> (status, body), or None to answer as usual: the
+#: named checks (`?verbose`, `/readyz/<name>`) a run adds (controller/_internal/checks.py).
+Named = Callable[[str, str, Mapping[str, Check]], "tuple[int, bytes] | None"]
 #: (Authorization header, path, client address) -> HTTP status for a metrics request.
 Access = Callable[[str | None, str, str], int]
 
@@ -67,8 +71,8 @@ class OperatorEndpoints:
     """WSGI app answering the health and metrics paths; other paths go to `fallback`.
 
     `healthy` answers `/healthz`, `ready` `/readyz`, `controllers_ready` `/controllers/readyz`
-    (a check that raises counts as false, logged); `registry` is what `/metrics` exposes, to
-    whom `metrics_access` allows it if given.
+    (a check that raises counts as false, logged), unless `named` answers first (the named
+    checks); `registry` is what `/metrics` exposes, to whom `metrics_access` allows it.
     """
 
     def __init__(
@@ -80,6 +84,7 @@ class OperatorEndpoints:
         registry: CollectorRegistry | None = None,
         metrics_access: Access | None = None,
         fallback: WSGIApplication | None = None,
+        named: Named | None = None,
     ) -> None:
         self.checks: dict[str, Check] = {
             HEALTHZ: healthy,
@@ -89,6 +94,7 @@ class OperatorEndpoints:
         self.registry = registry
         self.metrics_access = metrics_access
         self.fallback = fallback
+        self.named = named
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         body = self._route(environ, start_response)
@@ -103,6 +109,10 @@ class OperatorEndpoints:
 
     def _route(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
+        if self.named is not None and environ.get("REQUEST_METHOD") in _METHODS:
+            found = self.named(path, environ.get("QUERY_STRING", ""), self.checks)
+            if found is not None:
+                return answer(start_response, found[0], found[1])
         if path not in PATHS:
             if self.fallback is not None:
                 return self.fallback(environ, start_response)

@@ -3,7 +3,9 @@
 Components log under ``cloudcoil_sync.<component>`` (``cloudcoil_sync.controller.<name>``,
 ``cloudcoil_sync.manager``, ``cloudcoil_sync.application``, ``cloudcoil_sync.admission...``).
 :func:`configure` is what ``run --log-level/--log-format`` calls; libraries never configure
-logging themselves.
+logging themselves. During a reconcile pass every line carries the pass's context
+(`pass_id`, `controller`, `kind`, `namespace`, `name`): JSON fields, or a bracketed suffix
+in text (`logfields.ContextFilter`, installed on the handler `configure` adds).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-__all__ = ["FORMATS", "JSONFormatter", "configure", "get_logger"]
+from cloudcoil_sync._internal.logfields import ContextFilter
+
+__all__ = ["FORMATS", "JSONFormatter", "TextFormatter", "configure", "get_logger"]
 
 FORMATS = ("text", "json")
 ROOT = "cloudcoil_sync"
@@ -23,6 +27,8 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _STANDARD = frozenset(
     logging.LogRecord("", 0, "", 0, "", None, None).__dict__.keys() | {"message", "asctime"}
 )
+# Record attributes emitted under another JSON key (a LogRecord's `name` is the logger's).
+_RENAMED = {"object_name": "name"}
 # Libraries whose INFO chatter (one line per request) drowns operator logs.
 _NOISY = ("urllib3", "waitress")
 
@@ -46,8 +52,8 @@ class JSONFormatter(logging.Formatter):
             "thread": record.threadName,
         }
         for key, value in record.__dict__.items():
-            if key not in _STANDARD and key not in document:
-                document[key] = value
+            if key not in _STANDARD:
+                document.setdefault(_RENAMED.get(key, key), value)
         if record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
         elif record.exc_text:
@@ -55,6 +61,24 @@ class JSONFormatter(logging.Formatter):
         if record.stack_info:
             document["stack"] = self.formatStack(record.stack_info)
         return json.dumps(document, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """`TEXT_FORMAT`, then ` [pass=… kind namespace/name]` on a line logged during a pass."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        values = record.__dict__
+        if "pass_id" not in values:
+            return text
+        namespace, name = values.get("namespace"), values.get("object_name")
+        where = f"{namespace}/{name}" if namespace else f"{name}"
+        suffix = f" [pass={values['pass_id']} {values.get('kind')} {where}]"
+        head, newline, rest = text.partition("\n")  # before a traceback, if any
+        return head + suffix + newline + rest
 
 
 class _Handler(logging.StreamHandler[TextIO]):
@@ -72,7 +96,8 @@ def configure(level: str | int = "INFO", fmt: str = "text", stream: TextIO | Non
     if not isinstance(numeric, int):
         raise ValueError(f"Unknown log level {level!r}")
     handler = _Handler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(JSONFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(ContextFilter())
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _Handler)]:
         root.removeHandler(old)

@@ -1,5 +1,9 @@
 """Controllers: definitions (`Controller`, stages, cases) and the threaded runtime."""
 
+from cloudcoil_sync._internal.logfields import ContextFilter as LogContextFilter
+from cloudcoil_sync._internal.tracing import enable as enable_tracing
+from cloudcoil_sync.controller._internal.causes import Cause
+from cloudcoil_sync.controller._internal.changes import Change
 from cloudcoil_sync.controller._internal.context import Context, Request
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.events import EventRecorder
@@ -21,6 +25,8 @@ from cloudcoil_sync.controller._internal.types import ResourceKey, Result, Termi
 
 __all__ = [
     "Cases",
+    "Cause",
+    "Change",
     "Context",
     "Controller",
     "ControllerStatus",
@@ -29,6 +35,7 @@ __all__ = [
     "InvalidObject",
     "LeaderElection",
     "LeadershipLost",
+    "LogContextFilter",
     "Manager",
     "QueueClosed",
     "ReconcileStatus",
@@ -41,6 +48,7 @@ __all__ = [
     "TerminalError",
     "Wait",
     "WorkQueue",
+    "enable_tracing",
     "ensure_finalizer",
     "get_condition",
     "mutate",

@@ -45,7 +45,7 @@ def test_the_echo_of_our_own_write_adds_no_key() -> None:
     added: list[ResourceKey] = []
 
     class Queue:
-        def add(self, key: ResourceKey) -> None:
+        def add(self, key: ResourceKey, cause: object = None) -> None:
             added.append(key)
 
     asked: list[tuple[ResourceKey, str | None, str | None]] = []

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from cloudcoil_sync._internal import tracing
+
 __all__ = ["HandlerPool", "HandlerTimeout", "PoolClosed"]
 
 log = logging.getLogger("cloudcoil_sync.admission")
@@ -76,7 +78,7 @@ class HandlerPool:
         else HandlerTimeout. A call not started by then never runs; a started one is
         abandoned: its late result is discarded, a late failure logged.
         """
-        call = self._put(_Call(function))
+        call = self._put(_Call(tracing.carried(function)))  # under the request's span
         if not call.done.acquire(timeout=max(0.0, timeout)):
             with self._lock:
                 if call.running:

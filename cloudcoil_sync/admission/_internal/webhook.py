@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
+from cloudcoil_sync._internal import tracing
 from cloudcoil_sync._internal.endpoints import HEALTHZ, OperatorEndpoints
-from cloudcoil_sync._internal.patches import MutationBase, mutation_patch
+from cloudcoil_sync._internal.patches import MutationBase, json_copy, mutation_patch
 from cloudcoil_sync.admission._internal.concurrency import RouteSlots
 from cloudcoil_sync.admission._internal.conversion import serve_conversion
 from cloudcoil_sync.admission._internal.deadlines import LATE_ANSWER
@@ -118,7 +119,10 @@ class AdmissionWebhook(AdmissionRoutes):
             # Standalone (under another WSGI server): the operator endpoints' /healthz. The
             # webhook host answers every operator endpoint before this app is reached.
             return _STANDALONE(environ, start_response)
-        status, document = self.handle(environ)
+        if tracing.enabled():  # a server span, continuing the API server's trace if sent
+            status, document = tracing.served(environ, self.handle)
+        else:
+            status, document = self.handle(environ)
         body = json.dumps(document, separators=(",", ":")).encode()
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
         if status == 405:
@@ -205,7 +209,7 @@ class AdmissionWebhook(AdmissionRoutes):
         # routes need neither.
         received = before = None
         if route.mutation and resource is not None:
-            received = _json_copy(review["object"])
+            received = json_copy(review["object"])
             before = MutationBase(resource)
         outcome = self._run(route, request, deadline, late)
         if isinstance(outcome, tuple):
@@ -381,16 +385,6 @@ def _subject(route: Route, request: AdmissionRequest[Any]) -> str:
 
 def _typed(route: Route, raw: dict[str, Any] | None) -> Resource | None:
     return None if raw is None else route.model.model_validate(raw)
-
-
-def _json_copy(value: Any) -> Any:
-    """A deep copy of parsed JSON (dicts, lists, immutable scalars); ~4x copy.deepcopy."""
-    kind = type(value)
-    if kind is dict:
-        return {key: _json_copy(item) for key, item in value.items()}
-    if kind is list:
-        return [_json_copy(item) for item in value]
-    return value
 
 
 def _patch(

@@ -31,6 +31,8 @@ from cloudcoil_sync.application._internal.progress import Operation
 from cloudcoil_sync.application._internal.runtime import ATTACHED, IDLE, RunState
 from cloudcoil_sync.application._internal.settings import RBACRule, WebhookServer
 from cloudcoil_sync.controller import Controller, HealthServer, LeaderElection
+from cloudcoil_sync.controller._internal.checks import HealthChecks
+from cloudcoil_sync.controller._internal.user_metrics import user_registry
 from cloudcoil_sync.crd import CRD, Versions
 from cloudcoil_sync.sharding import Sharding
 
@@ -89,6 +91,8 @@ class Application:
         self.rules = tuple(_typed(rules, RBACRule, "rules"))
         self.webhook: WebhookServer | None = _optional(webhook, WebhookServer, "webhook")
         self.health: HealthServer | None = _optional(health, HealthServer, "health")
+        self.checks = HealthChecks()  # `@app.health_check()`, served by `health`
+        self.registry = user_registry()  # your own metrics, served on the same /metrics
         if admission is not None and not isinstance(getattr(admission, "routes", None), dict):
             raise TypeError("admission must be an AdmissionWebhook or AdmissionRoutes")
         self.admission = admission
@@ -161,6 +165,28 @@ class Application:
     def lifespan(self, *, scope: LifespanScope = "process") -> Callable[[F], F]:
         """Pair setup and cleanup around the process or around held leadership."""
         return self.lifespans.register(scope=scope)
+
+    def health_check(
+        self,
+        name: str | None = None,
+        *,
+        timeout: float = 5.0,
+        period: float = 10.0,
+        liveness: bool = False,
+        readiness: bool = True,
+    ) -> Callable[[F], F]:
+        """Add a check to `/readyz` (and `/healthz` with `liveness=True`); see
+        docs/observability.md. The function returns True/None when fine, False or raises
+        when not; it runs at most once per `period`, bounded by `timeout`."""
+
+        def register(fn: F) -> F:
+            label = name or fn.__name__.replace("_", "-")
+            self.checks.add(
+                label, fn, timeout=timeout, period=period, liveness=liveness, readiness=readiness
+            )
+            return fn
+
+        return register
 
     # Definition -----------------------------------------------------------------
 

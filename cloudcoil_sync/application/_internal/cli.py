@@ -62,6 +62,7 @@ COMMAND_MODULES = {
     "uninstall": "cloudcoil_sync.application._internal.uninstall",
     "run": "cloudcoil_sync.application._internal.run_cli",
     "certs": "cloudcoil_sync.application._internal.certs_cli",
+    "dashboard": "cloudcoil_sync.application._internal.dashboard",
     "migrate": "cloudcoil_sync.application._internal.migrate",
 }
 CA_ENV = "CLOUDCOIL_WEBHOOK_CA_FILE"

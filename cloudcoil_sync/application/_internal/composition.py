@@ -32,9 +32,9 @@ from cloudcoil_sync.crd._internal.versions import versions_of
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
+    from cloudcoil_sync.controller import LeaderElection
     from cloudcoil_sync.controller._internal.health import HealthServer
-    from cloudcoil_sync.controller._internal.leader import LeaderElection
-    from cloudcoil_sync.sharding._internal.settings import Sharding
+    from cloudcoil_sync.sharding import Sharding
 
 __all__ = [
     "admission_table",

@@ -31,9 +31,13 @@ from cloudcoil_sync.application._internal.composition import stop_plan
 from cloudcoil_sync.application._internal.scope import warn_outside_scope
 from cloudcoil_sync.controller import Manager
 from cloudcoil_sync.controller._internal import budgets
+from cloudcoil_sync.controller._internal.checks import HealthChecks, serve_checks
 from cloudcoil_sync.controller._internal.metrics import OperatorMetrics
+from cloudcoil_sync.controller._internal.user_metrics import UserMetrics
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from cloudcoil_sync.admission._internal.routes import AdmissionRoutes
     from cloudcoil_sync.application._internal.lifecycle import Lifespans
     from cloudcoil_sync.application._internal.settings import WebhookServer
@@ -64,6 +68,8 @@ class RunnableApp(Protocol):
     sharding: Sharding | None
     health: HealthServer | None
     webhook: WebhookServer | None
+    checks: HealthChecks
+    registry: CollectorRegistry
 
     def admission_routes(self, config: Config | None = None) -> AdmissionRoutes: ...
 
@@ -180,6 +186,7 @@ class _Components:
         self.state = state
         self.stop = stop
         self.metrics = OperatorMetrics()
+        self.metrics.registry.register(UserMetrics(app.registry))  # app.registry's metrics
         self.group = ServiceGroup(f"operator {app.name}", stop_event=stop)
         self.manager: Manager | None = None
         self.host: Any = None
@@ -255,6 +262,13 @@ class _Components:
             shard=shard,
             also_stop=(self.stop,),  # no pass starts once the run's stop is set
         )
+        if app.health is not None:  # named checks: the user's, informers, certificate
+            app.health.checks = app.checks
+            serve_checks(
+                app.checks,
+                synced=manager.synced,
+                certfile=None if app.webhook is None else app.webhook.certfile,
+            )
         manager.subscribe(self.state.touch)
         manager.subscribe(self._running)
         self.manager = manager

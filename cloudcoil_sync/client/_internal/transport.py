@@ -27,6 +27,7 @@ from urllib3.util.ssl_ import create_urllib3_context
 
 from cloudcoil_sync._compat.requests import set_cookie_jar
 from cloudcoil_sync._compat.urllib3 import connection_pools
+from cloudcoil_sync._internal import tracing
 from cloudcoil_sync.client._internal import codec, gate
 from cloudcoil_sync.client._internal.auth import Auth
 from cloudcoil_sync.client._internal.errors import APITimeout, TransportError, api_error
@@ -312,16 +313,18 @@ class Transport:
     ) -> requests.Response:
         """Send with rate limit and retries; return a 2xx/3xx response or raise a typed error.
 
-        ``body`` is JSON-encoded unless it is ``bytes``. ``retries`` overrides the policy's
-        ``max_retries`` for this call (e.g. 0 for lease renewals bound by a deadline);
-        ``connect_timeout`` bounds the connect and TLS handshake of this call; ``accept``
-        replaces the ``Accept`` header (JSON). A write from a thread with a write gate
-        installed (`fenced`) is sent inside the gate's `write`, which may refuse it
-        (`WriteFenced`, unsent).
-        """
+        ``body``: JSON-encoded unless ``bytes``. ``retries`` overrides ``max_retries`` (e.g. 0
+        for lease renewals bound by a deadline); ``connect_timeout`` bounds connect and TLS;
+        ``accept`` replaces ``Accept``. A write under a write gate (`fenced`) goes through its
+        `write`, which may refuse it (`WriteFenced`, unsent); traced calls are client spans."""
         call = _Call(
             params, body, content_type, stream, read_timeout, connect_timeout, retries, accept
         )
+        if tracing.enabled():  # a span per request, under the pass's when one runs
+            return tracing.traced(method, path, lambda: self._fenced(method, path, call))
+        return self._fenced(method, path, call)
+
+    def _fenced(self, method: str, path: str, call: _Call) -> requests.Response:
         guard = gate.current()  # the write gate installed on this thread, if any
         if guard is None or method in gate.READ_METHODS:
             return self._request(method, path, call)
@@ -398,11 +401,9 @@ class Transport:
         stream: bool,
         cert: tuple[str, str] | None,
     ) -> requests.Response:
-        """``Session.request`` without its per-call merging of session settings that never
-        change here (no cookies, auth or params on the session, ``trust_env`` off), and
-        straight to the adapter mounted for the URL: ``Session.send`` would only add response
-        hooks (none), cookie bookkeeping (the jar refuses every cookie) and redirects
-        (followed here)."""
+        """``Session.request`` without merging session settings that never change here (no
+        cookies, auth or params, ``trust_env`` off), straight to the URL's adapter
+        (``Session.send`` only adds hooks, cookie bookkeeping and redirects: followed here)."""
         session = self.session
         cert = cert or self._cert
         if not self._fast or not url.isascii():

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.slots import ThreadSlot
+from cloudcoil_sync.controller._internal.causes import Cause
+from cloudcoil_sync.controller._internal.changes import Change
+from cloudcoil_sync.controller._internal.logcontext import current
 from cloudcoil_sync.controller._internal.reporting import ConditionStatus, PassReport
 from cloudcoil_sync.controller._internal.status import get_condition, set_condition, update_status
 from cloudcoil_sync.controller._internal.types import ResourceKey
@@ -251,6 +254,24 @@ class Context(Generic[T]):
     @property
     def resource(self) -> T | None:
         return self.request.object
+
+    @property
+    def causes(self) -> tuple[Cause, ...]:
+        """Why this pass runs: the causes of every event coalesced into it (empty outside a
+        worker's pass). See docs/observability.md."""
+        info = current()
+        return info.causes if info is not None else ()
+
+    @property
+    def changes(self) -> tuple[Change, ...] | None:
+        """What changed in the primary since its last successful pass (path, before, after),
+        computed now; None when no earlier success is known (the first pass, or the first
+        since the controller started keeping them: reading this starts it)."""
+        info = current()
+        if info is None or info.changes is None:
+            return None
+        found: tuple[Change, ...] | None = info.changes()
+        return found
 
     def client(self, resource: type[U], *, namespace: str | None = None) -> ResourceClient[U]:
         """A live, uncached client sharing the operator's pool; default namespace: the

@@ -21,12 +21,14 @@ import math
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from cloudcoil_sync._internal.endpoints import Check, OperatorEndpoints
 from cloudcoil_sync._internal.service import ExitCallback
+from cloudcoil_sync.controller._internal.checks import HealthChecks
 
 __all__ = ["HealthServer", "HealthServerError"]
 
@@ -66,6 +68,7 @@ class HealthServer:
         self._map: dict[int, Any] = {}
         self._app: OperatorEndpoints | None = None
         self._used = False
+        self.checks: HealthChecks | None = None  # named checks (`?verbose`, `/readyz/<name>`)
 
     @property
     def address(self) -> tuple[str, int] | None:
@@ -91,8 +94,13 @@ class HealthServer:
             ready=ready,
             controllers_ready=controllers_ready or _never,
             registry=registry,
+            named=self._named,
         )
         return self
+
+    def _named(self, path: str, query: str, base: Mapping[str, Check]) -> tuple[int, bytes] | None:
+        """The named checks' answer (`?verbose`, `/readyz/<name>`), once the run set them."""
+        return None if self.checks is None else self.checks.answer(path, query, base)
 
     def start(self, on_exit: ExitCallback | None = None) -> None:
         """Bind (failure raises HealthServerError naming host:port) and serve on a thread.
@@ -158,6 +166,8 @@ class HealthServer:
         """
         server, thread = self._server, self._thread
         self._address = None
+        if self.checks is not None:
+            self.checks.close()
         if server is None or thread is None:
             return True
         timeout = 5.0 if timeout is None else timeout

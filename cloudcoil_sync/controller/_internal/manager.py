@@ -146,6 +146,10 @@ class Manager:
             and all(runtime.ready for runtime in runtimes)
         )
 
+    def synced(self) -> bool:
+        """Every informer of the running controllers listed (a standby without: True)."""
+        return all(runtime.synced for runtime in self._set.runtimes())
+
     @property
     def available(self) -> bool:
         """What a HealthServer's /readyz reports: healthy and not stopping, and synced when

@@ -23,6 +23,7 @@ from typing import Any
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.callables import function_name
+from cloudcoil_sync.controller._internal.causes import Cause, object_cause, object_name
 from cloudcoil_sync.controller._internal.invalid import InvalidObject, InvalidReports, build
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.triggers import mapped_keys
@@ -39,7 +40,7 @@ class MappedEvents:
     def __init__(
         self,
         log: logging.Logger,
-        add: Callable[[ResourceKey], None],
+        add: Callable[[ResourceKey, Cause], None],
         metrics: ControllerMetrics,
     ) -> None:
         self._log = log
@@ -66,8 +67,14 @@ class MappedEvents:
             keys: set[ResourceKey] = set()
             for item in (obj, new) if new is not None else (obj,):
                 keys.update(self._map(resource, mapper, label, item))
-            for key in keys:
-                self._add(key)
+            if keys:
+                kind = resource.gvk().kind
+                if new is not None:
+                    cause = object_cause("mapped", kind, obj, new)
+                else:  # an add or a delete (one handler for both)
+                    cause = Cause("mapped", object=object_name(kind, obj))
+                for key in keys:
+                    self._add(key, cause)
 
         return handle
 

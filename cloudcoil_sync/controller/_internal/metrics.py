@@ -153,6 +153,12 @@ FAMILIES = {
         "(timeout, renew_deadline, leadership_lost, shutdown)",
         ("controller", "cause"),
     ),
+    "pass_causes": _Family(
+        Counter,
+        "cloudcoil_reconcile_causes_total",
+        "Passes by why they ran (a pass with several causes counts once for each kind)",
+        ("controller", "cause"),
+    ),
     "mapper_errors": _Family(
         Counter,
         "cloudcoil_mapper_errors_total",
@@ -252,6 +258,7 @@ class OperatorMetrics:
     active_workers: Gauge
     invalid_objects: Counter
     fenced_passes: Counter
+    pass_causes: Counter
     mapper_errors: Counter
     queue_depth: Gauge
     queue_adds: Counter
@@ -333,6 +340,7 @@ class ControllerMetrics:
         self._active.set(0)
         metrics.max_concurrent.labels(controller=name).set(workers)
         self.queue = QueueMetricsRecorder(metrics, name)
+        self._causes: dict[str, Counter] = {}
 
     def reconciled(self, result: str, seconds: float, *, terminal: bool = False) -> None:
         """Count one pass: `result` is success, error, requeue or requeue_after."""
@@ -355,6 +363,13 @@ class ControllerMetrics:
     def fenced(self, cause: str) -> None:
         """A pass's write refused by a closed fence (not a reconcile_timeout: `timed_out`)."""
         self._metrics.fenced_passes.labels(controller=self.name, cause=cause).inc()
+
+    def caused(self, kind: str) -> None:
+        """A pass ran for a cause of this kind (`causes.CAUSE_KINDS`)."""
+        child = self._causes.get(kind)
+        if child is None:
+            child = self._causes[kind] = self._metrics.pass_causes.labels(self.name, kind)
+        child.inc()
 
     def mapper_failed(self) -> None:
         self._metrics.mapper_errors.labels(controller=self.name).inc()

@@ -4,6 +4,8 @@ Semantics follow client-go's workqueue as cloudcoil 0.8 adapted it: adds coalesc
 is never handed to two workers at once, a key added while it is processed runs once more
 after `done`, fresh adds supersede delayed retries. Delayed keys live in one heap; no
 thread per timer: a waiting `get` sleeps until the next deadline (or until woken).
+Each add may carry a cause (why the pass runs): the causes of coalesced adds are kept per
+key (bounded, `CauseSet`) and handed to the pass that takes the key (`causes`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sized
 from typing import Generic, Protocol, TypeVar, overload
 
-__all__ = ["QueueClosed", "QueueMetrics", "WorkQueue"]
+from cloudcoil_sync.controller._internal.causes import MAX_CAUSES, Cause
+
+__all__ = ["CauseSet", "QueueClosed", "QueueMetrics", "WorkQueue"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -57,6 +61,30 @@ class _NoMetrics:
 
     def worked_for(self, seconds: float) -> None:
         pass
+
+
+class CauseSet(dict[Cause, None]):
+    """The distinct causes of one key's coalesced adds, in order, at most `MAX_CAUSES`
+    (then one `more` cause counting the rest)."""
+
+    dropped = 0
+
+    def note(self, cause: Cause) -> None:
+        if cause in self:
+            return
+        if len(self) < MAX_CAUSES:
+            self[cause] = None
+        else:
+            self.dropped += 1
+
+    def merge(self, other: CauseSet) -> None:
+        for cause in other:
+            self.note(cause)
+        self.dropped += other.dropped
+
+    def items_out(self) -> tuple[Cause, ...]:
+        more = (Cause("more", event=str(self.dropped)),) if self.dropped else ()
+        return (*self, *more)
 
 
 class WorkQueue(Generic[K]):
@@ -102,6 +130,9 @@ class WorkQueue(Generic[K]):
         self._timers: list[tuple[float, int, K]] = []  # heap; stale entries skipped
         self._timer_ids = itertools.count()
         self._retries: dict[K, int] = {}
+        self._causes: dict[K, CauseSet] = {}  # pending key -> why
+        self._later: dict[K, CauseSet] = {}  # delayed key -> why
+        self._taken: dict[K, tuple[Cause, ...]] = {}  # key in flight -> why (until `causes`)
         self._closed = False
         self._immediate = False
 
@@ -163,23 +194,37 @@ class WorkQueue(Generic[K]):
 
     # -- producers -------------------------------------------------------------------
 
-    def add(self, key: K) -> None:
-        """Ask for a pass now; a fresh add supersedes a delayed retry of the key."""
+    def add(self, key: K, cause: Cause | None = None) -> None:
+        """Ask for a pass now; a fresh add supersedes a delayed retry of the key (and its
+        causes: the pass runs now for this one)."""
         with self._lock:
             if self._closed:
                 return
             if self._delayed.pop(key, None) is not None:
                 self._compact_timers()
+                self._later.pop(key, None)
+            if cause is not None:
+                self._causes.setdefault(key, CauseSet()).note(cause)
             self._add_locked(key, self._clock())
 
-    def add_after(self, key: K, delay: float) -> None:
+    def add_after(self, key: K, delay: float, cause: Cause | None = None) -> None:
         """Ask for a pass after `delay` seconds, keeping an earlier pending deadline."""
         if isinstance(delay, bool) or not math.isfinite(delay) or delay < 0:
             raise ValueError("delay must be finite and nonnegative")
         with self._lock:
-            self._add_after_locked(key, delay)
+            self._add_after_locked(key, delay, cause)
 
-    def retry(self, key: K) -> float:
+    def note_pending(self, cause: Cause) -> None:
+        """Add `cause` to every key now pending (a takeover: the keys listed meanwhile)."""
+        with self._lock:
+            for key in self._dirty:
+                self._causes.setdefault(key, CauseSet()).note(cause)
+
+    def causes(self, key: K) -> tuple[Cause, ...]:
+        """Why the pass that took `key` runs (once: the causes are handed over)."""
+        return self._taken.pop(key, ())  # atomic; only the key's holder calls it
+
+    def retry(self, key: K, cause: Cause | None = None) -> float:
         """Schedule the key with exponential backoff; return the delay chosen (0 if closed)."""
         with self._lock:
             if self._closed:
@@ -192,7 +237,7 @@ class WorkQueue(Generic[K]):
                 delay = math.ldexp(self._base_delay, attempt)
             factor = self._rng.uniform(1 - self._jitter, 1 + self._jitter)
             delay = min(self._max_delay, delay * factor)
-            self._add_after_locked(key, delay)
+            self._add_after_locked(key, delay, cause)
             return delay
 
     def forget(self, key: K) -> None:
@@ -270,7 +315,9 @@ class WorkQueue(Generic[K]):
             self._delayed.clear()
             self._timers.clear()
             self._retries.clear()
+            self._later.clear()
             if self._immediate:
+                self._causes.clear()
                 self._ready.clear()
                 self._dirty.clear()
                 self._pending_since.clear()
@@ -290,18 +337,23 @@ class WorkQueue(Generic[K]):
             self._available.notify()
         self._changed()
 
-    def _add_after_locked(self, key: K, delay: float) -> None:
+    def _add_after_locked(self, key: K, delay: float, cause: Cause | None) -> None:
         if self._closed:
             return
         now = self._clock()
         if delay == 0:
             if self._delayed.pop(key, None) is not None:
                 self._compact_timers()
+                self._later.pop(key, None)
+            if cause is not None:
+                self._causes.setdefault(key, CauseSet()).note(cause)
             self._add_locked(key, now)
             return
         self._metrics.retried()
         if key in self._dirty:
-            return
+            return  # the pending pass runs sooner, for its own causes
+        if cause is not None:
+            self._later.setdefault(key, CauseSet()).note(cause)
         deadline = now + delay
         current = self._delayed.get(key)
         if current is not None and current[0] <= deadline:
@@ -323,6 +375,7 @@ class WorkQueue(Generic[K]):
             deadline, timer, key = heapq.heappop(self._timers)
             if self._delayed.get(key) == (deadline, timer):
                 del self._delayed[key]
+                self._promote(key)
                 self._add_locked(key, now)
                 released = True
         if released:
@@ -333,11 +386,20 @@ class WorkQueue(Generic[K]):
         key = self._ready.popleft()
         self._dirty.discard(key)
         self._processing[key] = now
+        causes = self._causes.pop(key, None)
+        if causes is not None:
+            self._taken[key] = causes.items_out()
         since = self._pending_since.pop(key, None)
         if self._ready:
             self._available.notify()
         self._changed()
         return key, None if since is None else max(0.0, now - since)
+
+    def _promote(self, key: K) -> None:
+        """The causes of a delayed add become the pending key's."""
+        later = self._later.pop(key, None)
+        if later is not None:
+            self._causes.setdefault(key, CauseSet()).merge(later)
 
     def _compact_timers(self) -> None:
         # Lazy deletion leaves stale heap entries; rebuild when they dominate.

@@ -29,6 +29,7 @@ against the newer object.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -47,9 +48,11 @@ from cloudcoil_sync.client import (
     WriteFenced,
 )
 from cloudcoil_sync.client._internal import codec
+from cloudcoil_sync.controller._internal.changes import ChangeTracker
 from cloudcoil_sync.controller._internal.echoes import Echoes
 from cloudcoil_sync.controller._internal.fence import PassFence
 from cloudcoil_sync.controller._internal.invalid import InvalidObject, build
+from cloudcoil_sync.controller._internal.logcontext import current
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.outcome import Outcome, PassFenced, PassTimedOut
 from cloudcoil_sync.controller._internal.store import encode
@@ -143,6 +146,7 @@ class Reconciler(Generic[T]):
         self.counts = {"success": 0, "error": 0, "terminal": 0, "cancelled": 0, "invalid": 0}
         self.duration = 0.0
         self.writes = 0
+        self.changes = ChangeTracker()  # `ctx.changes`: since the last successful pass
 
     def reconcile(self, key: ResourceKey, fence: PassFence | None = None) -> Outcome:
         """One pass for `key` (its writes already guarded by `fence`, if any)."""
@@ -151,6 +155,9 @@ class Reconciler(Generic[T]):
         if data is not None and self._is_stale(key, data):  # before any model is built
             self._log.debug("Pass for %s skipped: the cache still shows our last write's base", key)
             return Outcome("stale", STALE_SNAPSHOT_DELAY)
+        info = current()
+        if info is not None:
+            info.changes = functools.partial(self.changes.changes, key, data)
         try:
             snapshot = build(self.resource, data) if data is not None else None
         except InvalidObject as error:
@@ -171,8 +178,15 @@ class Reconciler(Generic[T]):
             return Outcome("abandoned", error=outcome.error)  # its write began in time
         seconds = time.monotonic() - started
         self._record(outcome, seconds)
-        if self._log.isEnabledFor(logging.DEBUG):
-            self._log.debug("Pass for %s: %s", key, _describe(outcome, seconds, snapshot is None))
+        debug = self._log.isEnabledFor(logging.DEBUG)
+        if debug:
+            changed = self.changes.changes(key, data, asked=False)
+            described = _describe(outcome, seconds, snapshot is None)
+            if changed:
+                described += f"; changed since the last success: {'; '.join(map(str, changed))}"
+            self._log.debug("Pass for %s: %s", key, described)
+        if outcome.kind in ("success", "requeue_after") and (self.changes.wanted or debug):
+            self.changes.succeeded(key, data, info.written if info is not None else None)
         try:
             self._hooks.settled(key, outcome.error is None)
         except Exception:
@@ -264,6 +278,9 @@ class Reconciler(Generic[T]):
                 echoes.wrote(key, ((response or {}).get("metadata") or {}).get("resourceVersion"))
         if response is None:
             return False
+        info = current()
+        if info is not None:
+            info.written = response  # the base of the next pass's changes
         self._remember_write(key, snapshot, response)
         with self._lock:
             self.writes += 1

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from cloudcoil.resources import Resource
 
+from cloudcoil_sync.controller._internal.logcontext import current
 from cloudcoil_sync.controller._internal.reporting import (
     READY,
     PassRequest,
@@ -203,6 +204,9 @@ class Registry(Generic[T]):
         if self.every is not None and not (
             isinstance(returned, Result) and returned.requeue_after is not None
         ):
+            info = current()
+            if info is not None:
+                info.timer = True  # the next pass's cause: `timer`
             return Result(resource=desired, requeue_after=self.every)
         return returned
 

@@ -31,6 +31,7 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.controller._internal import invalid as rejects
 from cloudcoil_sync.controller._internal.cache import Caches
+from cloudcoil_sync.controller._internal.causes import ENQUEUE, TAKEOVER
 from cloudcoil_sync.controller._internal.echoes import Echoes
 from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.handling import PassHandler
@@ -160,17 +161,17 @@ class ControllerRuntime:
             shard.count(primary)
         triggers = self.triggers
         primary.add_handler(
-            on_add=triggers.primary, on_update=triggers.primary_update, on_delete=triggers.primary
+            on_add=triggers.primary,
+            on_update=triggers.primary_update,
+            on_delete=triggers.primary_deleted,
         )
         scope = self.primary_scope
         for owned in controller.owned:
             child = self._informer(owned.resource, scope, narrow(None))
-            child.add_handler(
-                on_add=triggers.child, on_update=triggers.child, on_delete=triggers.child
-            )
+            child.add_handler(**triggers.child_handlers(owned.resource.gvk().kind))
         for watched in controller.watches:
             dependency = self._informer(watched.resource, scope, None)
-            handler = self._mapped.handler(watched.resource, watched.mapper)
+            handler = self._mapped.handler(watched.resource, watched.mapper)  # names the cause
             dependency.add_handler(on_add=handler, on_update=handler, on_delete=handler)
         return primary
 
@@ -303,6 +304,8 @@ class ControllerRuntime:
                 return self._running and not self._stopping
             self._running = True
         self._mapped.open()  # every cache a mapper may read has listed
+        if self.term.elected:  # the keys listed while standing by: run for the takeover
+            self.queue.note_pending(TAKEOVER)
         self.workers.start()
         self.log.info("Controller %s is ready", self.name)
         return True
@@ -378,7 +381,7 @@ class ControllerRuntime:
     # -- attach API ---------------------------------------------------------------------------
 
     def enqueue(self, key: ResourceKey) -> None:
-        self.triggers.add(key)
+        self.triggers.add(key, ENQUEUE)
 
     def cached(self, resource: type[Any], *, namespace: str | None = None) -> Any:
         return self.caches.cached(resource, namespace=namespace)

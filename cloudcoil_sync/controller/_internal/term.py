@@ -87,6 +87,7 @@ class Term:
         )
         self._stops = tuple(stops)
         self._ended = False
+        self.elected = fence is not None  # a leadership term: its passes follow a takeover
 
     def admits(self) -> bool:
         """May a pass start now?"""

@@ -21,6 +21,13 @@ import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
+from cloudcoil_sync.controller._internal.causes import (
+    ADDED,
+    DELETED,
+    Cause,
+    object_cause,
+    primary_causes,
+)
 from cloudcoil_sync.controller._internal.types import ResourceKey
 
 __all__ = ["Triggers", "mapped_keys", "owner_keys", "primary_key", "status_only_change"]
@@ -99,7 +106,7 @@ def mapped_keys(
 
 
 class _Queue(Protocol):
-    def add(self, key: ResourceKey) -> None: ...
+    def add(self, key: ResourceKey, cause: Cause | None = None) -> None: ...
 
 
 class Triggers:
@@ -129,12 +136,15 @@ class Triggers:
         """Add no more keys (the controller failed)."""
         self._closed = True
 
-    def add(self, key: ResourceKey) -> None:
+    def add(self, key: ResourceKey, cause: Cause | None = None) -> None:
         if not self._closed:
-            self._queue.add(key)
+            self._queue.add(key, cause)
 
     def primary(self, obj: JSON) -> None:
-        self.add(primary_key(obj))
+        self.add(primary_key(obj), ADDED)
+
+    def primary_deleted(self, obj: JSON) -> None:
+        self.add(primary_key(obj), DELETED)
 
     def primary_update(self, old: JSON, new: JSON) -> None:
         key = primary_key(new)
@@ -142,9 +152,20 @@ class Triggers:
             return
         if not self._status_updates and status_only_change(old, new):
             return
-        self.add(key)
+        for cause in primary_causes(old, new):
+            self.add(key, cause)
 
-    def child(self, obj: JSON, new: JSON | None = None) -> None:
+    def child_handlers(self, kind: str) -> dict[str, Callable[..., None]]:
+        """The informer handlers of one owned kind: each event names the child as cause."""
+        return {
+            "on_add": lambda obj: self.child(obj, cause=object_cause("child", kind, None, obj)),
+            "on_update": lambda old, new: self.child(
+                old, new, cause=object_cause("child", kind, old, new)
+            ),
+            "on_delete": lambda obj: self.child(obj, cause=object_cause("child", kind, obj, None)),
+        }
+
+    def child(self, obj: JSON, new: JSON | None = None, cause: Cause | None = None) -> None:
         keys: set[ResourceKey] = set()
         for child in (obj, new) if new is not None else (obj,):
             keys.update(
@@ -157,4 +178,4 @@ class Triggers:
                 )
             )
         for key in keys:
-            self.add(key)
+            self.add(key, cause)

@@ -24,7 +24,9 @@ from typing import Any
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.client import fenced
 from cloudcoil_sync.controller._internal.budgets import WRITE_GRACE
+from cloudcoil_sync.controller._internal.causes import retry
 from cloudcoil_sync.controller._internal.fence import PassFence, WriteFence
+from cloudcoil_sync.controller._internal.logcontext import PassScopes, requeue
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.outcome import Outcome
 from cloudcoil_sync.controller._internal.queue import QueueClosed, WorkQueue
@@ -65,6 +67,8 @@ class Workers:
         self._metrics = metrics
         self._fence = fence  # the term's: parent of every pass's fence
         self._name = reconciler.name
+        kind = reconciler.resource.gvk().kind
+        self._scopes = PassScopes(self._name, kind, metrics.caused if metrics else None)
         self._lock = threading.Condition()
         self._threads: set[threading.Thread] = set()
         self._active: dict[threading.Thread, PassFence] = {}
@@ -165,6 +169,7 @@ class Workers:
                     key = self._queue.get()
                 except QueueClosed:
                     return
+                scope = self._scopes.enter(key, self._queue.causes(key))  # logs, span, why
                 fence = PassFence(key, parent=self._fence, started=self._clock())
                 self._begin(me, fence)
                 if self._metrics is not None:
@@ -184,6 +189,7 @@ class Workers:
                     self._running.pop(me, None)
                 if self._finish(me, fence):  # else the watchdog's releaser settles the key
                     self.settle(key, outcome)
+                scope.exit(outcome.kind)
         finally:
             with self._lock:
                 self._threads.discard(me)
@@ -210,11 +216,11 @@ class Workers:
                 queue.forget(key)
             case "requeue_after":
                 queue.forget(key)
-                queue.add_after(key, outcome.requeue_after or 0.0)
+                queue.add_after(key, outcome.requeue_after or 0.0, requeue())
             case "refused" | "stale":
-                queue.add_after(key, outcome.requeue_after or 0.0)
+                queue.add_after(key, outcome.requeue_after or 0.0, retry(outcome.kind))
             case "error" | "fenced" | "timed_out" | "abandoned":
-                queue.retry(key)
+                queue.retry(key, retry(outcome.kind))
         queue.done(key)
         if self._metrics is not None:
             self._metrics.worker_finished()
