@@ -39,6 +39,7 @@ __all__ = [
     "TAKEOVER",
     "TIMER",
     "Cause",
+    "comparable",
     "describe",
     "diff",
     "object_cause",
@@ -144,7 +145,8 @@ def _plain(value: Any) -> Any:
     return None if value is _ABSENT else value
 
 
-def _comparable(obj: JSON) -> dict[str, Any]:
+def comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """`obj` without the metadata that moves with every write (for diffs of what changed)."""
     comparable = dict(obj)
     metadata = dict(comparable.get("metadata") or {})
     for key in _VOLATILE:
@@ -157,7 +159,7 @@ def _paths(old: JSON, new: JSON) -> dict[str, list[str]]:
     """Changed paths by section (spec, metadata, status, fields), at most MAX_PATHS each."""
     found: dict[str, list[str]] = {}
     counts: dict[str, int] = {}
-    for path, _, _ in diff(_comparable(old), _comparable(new)):
+    for path, _, _ in diff(comparable(old), comparable(new)):
         top = path.split(".", 1)[0].split("[", 1)[0]
         section = top if top in _SECTIONS else "fields"
         counts[section] = counts.get(section, 0) + 1

@@ -16,13 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cloudcoil_sync.controller._internal.causes import diff
+from cloudcoil_sync.controller._internal.causes import comparable, diff
 from cloudcoil_sync.controller._internal.store import decode, encode
 from cloudcoil_sync.controller._internal.types import ResourceKey
 
 __all__ = ["Change", "ChangeTracker", "changes_between"]
-
-_VOLATILE = ("resourceVersion", "managedFields", "generation")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,17 +36,8 @@ class Change:
         return f"{self.path}: {self.before!r} -> {self.after!r}"
 
 
-def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
-    copy = dict(obj)
-    metadata = dict(copy.get("metadata") or {})
-    for key in _VOLATILE:
-        metadata.pop(key, None)
-    copy["metadata"] = metadata
-    return copy
-
-
 def changes_between(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Change, ...]:
-    return tuple(Change(*found) for found in diff(_comparable(old), _comparable(new)))
+    return tuple(Change(*found) for found in diff(comparable(old), comparable(new)))
 
 
 class ChangeTracker:

@@ -9,7 +9,6 @@ attributes and attaches itself through `attach()`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
@@ -19,7 +18,7 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync._internal.callables import require_sync
 from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync.admission._internal.routes import Route, ScopedAdmission
-from cloudcoil_sync.controller._internal.registry import Registry
+from cloudcoil_sync.controller._internal.registry import Registry, positive
 from cloudcoil_sync.controller._internal.reporting import PassRequest
 from cloudcoil_sync.controller._internal.stages import Cases, Stages, StageScope
 from cloudcoil_sync.controller._internal.types import ResourceKey
@@ -71,16 +70,6 @@ class AttachedRuntime(Protocol):
     def cached(self, resource: type[Any]) -> Any: ...
 
 
-def _positive(setting: str, value: float | None) -> None:
-    if value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{setting} must be finite and positive, got {value!r}")
-
-
 def _status_updates(explicit: bool | None, reconcile: object, report_status: bool) -> bool:
     """Whether status-only updates wake the controller: not when it reports status itself."""
     if explicit is not None:
@@ -122,8 +111,8 @@ def _check_settings(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     for setting, value in timeouts.items():
-        _positive(setting, value)
-    _positive("resync_period", resync_period)
+        positive(setting, value)
+    positive("resync_period", resync_period)
     if not MIN_RESYNC <= resync_period <= MAX_RESYNC:
         raise ValueError(
             f"resync_period must be between 30 and 86400 seconds, got {resync_period!r}"

@@ -83,13 +83,13 @@ class PassScope:
     def __init__(self, info: PassInfo, log: logging.Logger) -> None:
         self.info = info
         key = info.key
-        values = {
-            "pass_id": info.id,
-            "controller": info.controller,
-            "kind": info.kind,
-            "namespace": key.namespace,
-            "object_name": key.name,
-        }
+        values = dict(
+            pass_id=info.id,
+            controller=info.controller,
+            kind=info.kind,
+            namespace=key.namespace,
+            object_name=key.name,
+        )
         self._pass = _current.set(info)
         self._fields = logfields.bind(values)
         if log.isEnabledFor(logging.DEBUG):

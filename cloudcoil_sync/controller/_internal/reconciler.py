@@ -381,18 +381,16 @@ _COUNTED = frozenset({"success", "requeue_after", "error", "terminal", "fenced",
 
 def _describe(outcome: Outcome, seconds: float, absent: bool) -> str:
     """One debug line's worth: outcome, duration and what was written."""
-    text = f"{outcome.kind} in {seconds * 1000:.1f} ms"
-    if absent:
-        text += " (object absent)"
+    parts = [f"{outcome.kind} in {seconds * 1000:.1f} ms" + (" (object absent)" if absent else "")]
     if outcome.requeue_after is not None:
-        text += f", requeued after {outcome.requeue_after:g}s"
+        parts.append(f"requeued after {outcome.requeue_after:g}s")
     if outcome.error is not None:
-        text += f", {type(outcome.error).__name__}: {outcome.error}"
+        parts.append(f"{type(outcome.error).__name__}: {outcome.error}")
     if outcome.written:
-        text += f", wrote {', '.join(outcome.written)}"
+        parts.append(f"wrote {', '.join(outcome.written)}")
     elif outcome.error is None:
-        text += ", nothing to write" if not outcome.wrote else ", wrote"
-    return text
+        parts.append("wrote" if outcome.wrote else "nothing to write")
+    return ", ".join(parts)
 
 
 def _classified(error: Exception) -> Exception:

@@ -31,10 +31,21 @@ from cloudcoil_sync.controller._internal.stages import (
 )
 from cloudcoil_sync.controller._internal.types import Result, Wait
 
-__all__ = ["Finalizer", "Registry"]
+__all__ = ["Finalizer", "Registry", "positive"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T", bound=Resource)
+
+
+def positive(setting: str, value: float | None) -> None:
+    """`ValueError` naming `setting` unless `value` is None or a finite number above 0."""
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{setting} must be finite and positive, got {value!r}")
 
 
 class Finalizer:
@@ -80,13 +91,7 @@ class Registry(Generic[T]):
         return bool(self.handler or self.stages or self.branches.populated or self.finalizer)
 
     def reconcile(self, *, every: float | None = None) -> Callable[[F], F]:
-        if every is not None and (
-            isinstance(every, bool)
-            or not isinstance(every, int | float)
-            or not math.isfinite(every)
-            or every <= 0
-        ):
-            raise ValueError(f"every must be finite and positive, got {every!r}")
+        positive("every", every)
 
         def register(function: F) -> F:
             self.check()

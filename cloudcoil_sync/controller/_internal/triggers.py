@@ -21,13 +21,8 @@ import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from cloudcoil_sync.controller._internal.causes import (
-    ADDED,
-    DELETED,
-    Cause,
-    object_cause,
-    primary_causes,
-)
+from cloudcoil_sync.controller._internal import causes
+from cloudcoil_sync.controller._internal.causes import Cause
 from cloudcoil_sync.controller._internal.types import ResourceKey
 
 __all__ = ["Triggers", "mapped_keys", "owner_keys", "primary_key", "status_only_change"]
@@ -141,10 +136,10 @@ class Triggers:
             self._queue.add(key, cause)
 
     def primary(self, obj: JSON) -> None:
-        self.add(primary_key(obj), ADDED)
+        self.add(primary_key(obj), causes.ADDED)
 
     def primary_deleted(self, obj: JSON) -> None:
-        self.add(primary_key(obj), DELETED)
+        self.add(primary_key(obj), causes.DELETED)
 
     def primary_update(self, old: JSON, new: JSON) -> None:
         key = primary_key(new)
@@ -152,17 +147,21 @@ class Triggers:
             return
         if not self._status_updates and status_only_change(old, new):
             return
-        for cause in primary_causes(old, new):
+        for cause in causes.primary_causes(old, new):
             self.add(key, cause)
 
     def child_handlers(self, kind: str) -> dict[str, Callable[..., None]]:
         """The informer handlers of one owned kind: each event names the child as cause."""
         return {
-            "on_add": lambda obj: self.child(obj, cause=object_cause("child", kind, None, obj)),
-            "on_update": lambda old, new: self.child(
-                old, new, cause=object_cause("child", kind, old, new)
+            "on_add": lambda obj: self.child(
+                obj, cause=causes.object_cause("child", kind, None, obj)
             ),
-            "on_delete": lambda obj: self.child(obj, cause=object_cause("child", kind, obj, None)),
+            "on_update": lambda old, new: self.child(
+                old, new, cause=causes.object_cause("child", kind, old, new)
+            ),
+            "on_delete": lambda obj: self.child(
+                obj, cause=causes.object_cause("child", kind, obj, None)
+            ),
         }
 
     def child(self, obj: JSON, new: JSON | None = None, cause: Cause | None = None) -> None:
