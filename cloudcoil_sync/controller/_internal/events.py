@@ -137,7 +137,7 @@ class EventRecorder:
         if config is None:
             raise RuntimeError("EventRecorder has no Config: pass config= or bind() one")
         namespace = regarding.get("namespace") or self.namespace or config.namespace
-        key = (config.server, namespace, regarding["uid"], type, reason, action)
+        key: tuple[str, ...] = (config.server, namespace, regarding["uid"], type, reason, action)
         if self.by_message:
             key += (message,)
         if not self._reserve(key):
