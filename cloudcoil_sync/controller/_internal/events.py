@@ -137,9 +137,7 @@ class EventRecorder:
         if config is None:
             raise RuntimeError("EventRecorder has no Config: pass config= or bind() one")
         namespace = regarding.get("namespace") or self.namespace or config.namespace
-        key: tuple[str, ...] = (config.server, namespace, regarding["uid"], type, reason, action)
-        if self.by_message:
-            key += (message,)
+        key = (config.server, namespace, regarding["uid"], type, reason, action, *self._by(message))
         if not self._reserve(key):
             return False
         body = {
@@ -169,6 +167,9 @@ class EventRecorder:
             )
             return False
         return True
+
+    def _by(self, message: str) -> tuple[str, ...]:
+        return (message,) if self.by_message else ()
 
     def _reserve(self, key: tuple[str, ...]) -> bool:
         with self._lock:
