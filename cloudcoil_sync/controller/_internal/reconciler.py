@@ -32,7 +32,9 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync.client import APIError, Conflict, ResourceClient, TransportError, WriteFenced
 from cloudcoil_sync.client._internal.fence import WriteFence
+from cloudcoil_sync.controller._internal.causes import Cause
 from cloudcoil_sync.controller._internal.changes import ChangeTracker
+from cloudcoil_sync.controller._internal.echoes import OwnWrites
 from cloudcoil_sync.controller._internal.invalid import InvalidObject, build
 from cloudcoil_sync.controller._internal.logcontext import current
 from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
@@ -139,8 +141,10 @@ class Reconciler(Generic[T]):
         name: str,
         metrics: ControllerMetrics | None = None,
         hooks: PassHooks | None = None,
+        own_writes: OwnWrites | None = None,
     ) -> None:
         self.resource = resource
+        self._own_writes = own_writes
         self.name = name
         self._handler = handler
         self._lookup = lookup
@@ -168,6 +172,9 @@ class Reconciler(Generic[T]):
         except InvalidObject as error:
             assert data is not None
             return self._rejected(key, data, error)
+        echoed = self._echo(key, snapshot, info.causes) if info is not None else None
+        if echoed is not None:
+            return echoed
         if snapshot is not None and self._is_stale(key, snapshot):
             self._log.debug("Pass for %s skipped: the cache still shows our last write's base", key)
             return Outcome("stale", STALE_SNAPSHOT_DELAY)
@@ -193,6 +200,8 @@ class Reconciler(Generic[T]):
             if changed:
                 described += f"; changed since the last success: {'; '.join(map(str, changed))}"
             self._log.debug("Pass for %s: %s", key, described)
+        if outcome.requeue_after is not None and outcome.wrote and self._own_writes is not None:
+            self._own_writes.requeued(key, outcome.requeue_after)
         if outcome.kind in ("success", "requeue_after") and (self.changes.wanted or debug):
             self.changes.succeeded(key, data, info.written if info is not None else None)
         try:
@@ -331,6 +340,24 @@ class Reconciler(Generic[T]):
 
     # -- bookkeeping -------------------------------------------------------------------------
 
+    def _echo(
+        self, key: ResourceKey, snapshot: T | None, causes: tuple[Cause, ...]
+    ) -> Outcome | None:
+        """A pass woken only by the echo of our own status write (echoes.py): not run; the
+        requeue the writing pass asked for is put back."""
+        own = self._own_writes
+        if own is None or snapshot is None or not causes:
+            return None
+        # A fresh add takes over the causes of the delayed requeue it superseded.
+        kinds = {cause.kind for cause in causes}
+        if "status" not in kinds or not kinds <= {"status", "requeue", "timer"}:
+            return None
+        echo, left = own.echo(key, snapshot.resource_version)
+        if not echo:
+            return None
+        self._log.debug("Pass for %s skipped: the echo of our own status write", key)
+        return Outcome("success") if left is None else Outcome("requeue_after", left)
+
     def _is_stale(self, key: ResourceKey, snapshot: T) -> bool:
         """The informer still shows the version our last write replaced (briefly)."""
         with self._lock:
@@ -347,6 +374,8 @@ class Reconciler(Generic[T]):
     def _remember_write(self, key: ResourceKey, snapshot: T, response: JSON) -> None:
         version = snapshot.resource_version
         written = (response.get("metadata") or {}).get("resourceVersion")
+        if written and self._own_writes is not None:
+            self._own_writes.note(key, written)
         if not version or written == version:
             return  # the server changed nothing: no newer version is coming
         with self._lock:

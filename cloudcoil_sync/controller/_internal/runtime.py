@@ -32,6 +32,7 @@ from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.controller._internal import invalid as rejects
 from cloudcoil_sync.controller._internal.cache import Caches
 from cloudcoil_sync.controller._internal.causes import ENQUEUE, TAKEOVER
+from cloudcoil_sync.controller._internal.echoes import OwnWrites
 from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.handling import PassHandler
 from cloudcoil_sync.controller._internal.informer import Informer
@@ -135,6 +136,9 @@ class ControllerRuntime:
 
     def _triggers(self) -> Triggers:
         """The informer handlers: events in, keys added to the queue."""
+        # Our writes' versions, when status-only updates wake this controller: their echo
+        # does not (a controller reporting status itself ignores every status-only update).
+        self.own_writes = OwnWrites() if self.controller.status_updates else None
         return Triggers(
             self.queue,
             group=self._mapping.group,
@@ -142,6 +146,7 @@ class ControllerRuntime:
             namespaced=self._mapping.namespaced,
             status_updates=self.controller.status_updates,
             lookup=lambda key: self.primary.store.get(key.namespace, key.name),
+            own_writes=self.own_writes,
         )
 
     def _wire_informers(self) -> Informer:
@@ -193,6 +198,7 @@ class ControllerRuntime:
             name=self.name,
             metrics=self._metrics,
             hooks=handler,
+            own_writes=self.own_writes,
         )
         workers = Workers(
             reconciler,

@@ -26,6 +26,7 @@ from cloudcoil_sync.controller._internal.causes import (
     object_cause,
     primary_causes,
 )
+from cloudcoil_sync.controller._internal.echoes import OwnWrites
 from cloudcoil_sync.controller._internal.types import ResourceKey
 
 __all__ = ["Triggers", "mapped_keys", "owner_keys", "primary_key", "status_only_change"]
@@ -119,9 +120,12 @@ class Triggers:
         namespaced: bool,
         status_updates: bool,
         lookup: Callable[[ResourceKey], JSON | None],
+        own_writes: OwnWrites | None = None,
     ) -> None:
-        """`lookup` reads the cached primary of a key (an owner must be one, by UID)."""
+        """`lookup` reads the cached primary of a key (an owner must be one, by UID);
+        `own_writes`: the versions our writes returned (their status-only echo is ignored)."""
         self._queue = queue
+        self._own_writes = own_writes
         self._group, self._kind, self._namespaced = group, kind, namespaced
         self._status_updates = status_updates
         self._lookup = lookup
@@ -142,9 +146,12 @@ class Triggers:
         self.add(primary_key(obj), DELETED)
 
     def primary_update(self, old: JSON, new: JSON) -> None:
+        key = primary_key(new)
+        own = self._own_writes
+        if own is not None and status_only_change(old, new) and own.echo(key, _version(new))[0]:
+            return  # our own status write: a requeue it asked for stays as it was
         if not self._status_updates and status_only_change(old, new):
             return
-        key = primary_key(new)
         for cause in primary_causes(old, new):
             self.add(key, cause)
 
