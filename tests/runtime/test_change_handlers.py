@@ -192,3 +192,40 @@ def test_definition_errors_are_clear() -> None:
 
     with pytest.raises(ValueError, match="cannot be combined"):
         controller.validate_definition()
+
+
+def test_edits_a_handler_makes_are_written_and_are_no_change_of_their_own(
+    kube_config: Config, kube_emulator: Emulator, harness: Harness
+) -> None:
+    install_accounts(kube_config)
+    calls = Calls()
+    controller: Controller[Account] = Controller(Account)
+
+    @controller.on_create()
+    def label(account: Account) -> None:
+        assert account.metadata is not None
+        account.metadata.labels = {**(account.metadata.labels or {}), "tier": "gold"}
+        calls.hit("create")
+
+    @controller.on_update()
+    def updated(account: Account) -> None:
+        calls.hit("update")
+
+    @controller.step()
+    def shout(account: Account) -> None:
+        account.spec.owner = account.spec.owner.upper()  # a step's edit is written too
+
+    runtime = harness.run(controller, name="accounts")
+    kube_config.client(Account).raw.create(
+        {"metadata": {"name": "l", "labels": {"team": "a"}}, "spec": {"owner": "ann"}}
+    )
+
+    def written() -> bool:
+        obj = stored(kube_emulator, "l")
+        return (obj.get("metadata") or {}).get("labels", {}).get("tier") == "gold" and (
+            obj.get("spec") or {}
+        ).get("owner") == "ANN"
+
+    assert kube_emulator.wait_for(written, timeout=10)
+    assert runtime.queue.join(10)
+    assert calls["create"] == 1 and calls["update"] == 0

@@ -159,10 +159,13 @@ class ChangeHandlers:
             run.run(spec, "step")
         working = request.object
         assert working is not None
-        touched = self._store(request, working, run.progress, current if done else None)
-        if not touched and run.requeue_after is None:
-            return None
-        return Result(requeue_after=run.requeue_after, resource=working if touched else None)
+        # Edits the handlers made to the resource are written with the pass and are part of
+        # the handled essence (not a change of their own).
+        handled = None
+        if done:
+            handled = essence(working.model_dump(mode="json", by_alias=True, exclude_none=True))
+        self._store(request, working, run.progress, handled)
+        return Result(requeue_after=run.requeue_after, resource=working)
 
     def _handler_run(self, request: Request[Any], body: Any, current: Any) -> HandlerRun:
         return HandlerRun(
@@ -217,9 +220,9 @@ class ChangeHandlers:
             done = run.run(spec, "field", old, new, changes) and done
         return done
 
-    def _store(self, request: Request[Any], working: Any, progress: Progress, handled: Any) -> bool:
+    def _store(self, request: Request[Any], working: Any, progress: Progress, handled: Any) -> None:
         """Put progress and (once a change is handled) `last-handled` on the working copy or
-        stage them in status; whether the object's metadata changed."""
+        stage them in status (the pass's patch writes only what differs)."""
         if handled is not None:
             progress.drop({spec.id for spec in self.specs.values() if spec.changes})
         annotations = dict(working.metadata.annotations or {})
@@ -235,10 +238,8 @@ class ChangeHandlers:
                 annotations.pop(PROGRESS, None)
             else:
                 annotations[PROGRESS] = encoded
-        if annotations == before:
-            return False
-        working.metadata.annotations = annotations or None
-        return True
+        if annotations != before:
+            working.metadata.annotations = annotations or None
 
     def _run_tombstone(self, request: Request[Any], key: ResourceKey) -> None:
         """Delete handlers without a finalizer: once, with the last object seen."""
