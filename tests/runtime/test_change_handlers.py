@@ -183,6 +183,12 @@ def test_definition_errors_are_clear() -> None:
     with pytest.raises(ValueError, match="progress must be"):
         Controller(Account, progress="etcd")  # type: ignore[arg-type]
     controller.validate_definition()  # change handlers alone are a whole controller
+    from .widgets import Widget  # a ReconcileStatus without `progress`
+
+    in_status: Controller[Widget] = Controller(Widget, progress="status")
+    in_status.step()(handler)
+    with pytest.raises(TypeError, match="progress='status' needs a status model"):
+        in_status.validate_definition()
 
     @controller.finalize("example.com/cleanup")
     def own_cleanup(account: Account) -> None: ...

@@ -7,7 +7,14 @@ import json
 from typing import Any
 
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller import Context, Controller, TemporaryError, TerminalError
+from cloudcoil_sync.controller import (
+    Context,
+    Controller,
+    ResourceKey,
+    TemporaryError,
+    TerminalError,
+    Wait,
+)
 from cloudcoil_sync.testing import Emulator
 
 from .accounts import Account, create_account, install_accounts
@@ -179,3 +186,27 @@ def test_progress_in_status(kube_config: Config, kube_emulator: Emulator, harnes
 
     assert kube_emulator.wait_for(recorded, timeout=10)
     assert PROGRESS not in (stored(kube_emulator, "st")["metadata"].get("annotations") or {})
+
+
+def test_wait_in_a_step_looks_again_later_without_counting_a_retry(
+    kube_config: Config, kube_emulator: Emulator, harness: Harness
+) -> None:
+    install_accounts(kube_config)
+    calls = Calls()
+    controller: Controller[Account] = Controller(Account)
+
+    @controller.step(backoff=3600)
+    def pending(account: Account) -> None:
+        calls.hit("pending")
+        raise Wait("DiskAttaching", "the disk is not attached yet")  # no after: its backoff
+
+    runtime = harness.run(controller, name="accounts")
+    create_account(kube_config, "w")
+    assert kube_emulator.wait_for(lambda: "pending" in progress(kube_emulator, "w"), timeout=10)
+    entry = progress(kube_emulator, "w")["pending"]
+    assert entry["retries"] == 0 and entry["message"].startswith("DiskAttaching")
+    # The echo of that write was queued before the marker's creation: its pass skipped it.
+    create_account(kube_config, "marker")
+    assert kube_emulator.wait_for(lambda: "pending" in progress(kube_emulator, "marker"))
+    assert runtime.queue.due(ResourceKey("w", "default")) is not None
+    assert calls["pending"] == 2  # once each: not at once again (after an hour)

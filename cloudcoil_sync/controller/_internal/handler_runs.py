@@ -126,8 +126,9 @@ class HandlerRun:
                 )
         except (WriteFenced, PassRefused):
             raise  # the pass itself cannot go on
-        except Wait as wait:
-            return self._delay(entry, wait.requeue_after or 0.0, f"{wait.reason}: {wait.message}")
+        except Wait as wait:  # without `after`: look again after its backoff, not at once
+            after = spec.backoff if wait.requeue_after is None else wait.requeue_after
+            return self._delay(entry, after, f"{wait.reason}: {wait.message}")
         except SubstepsPending as pending:
             return self._delay(entry, pending.delay, str(pending))
         except TerminalError as error:

@@ -153,6 +153,8 @@ class Registry(Generic[T]):
                 "(or only change handlers, steps and event handlers)"
             )
         self._changes_finalizer()
+        if self.changes.populated and self.changes.storage == "status":
+            _require_progress_field(self.resource)
         if self.report_status and entrypoints:
             if not reports_status(self.resource):
                 raise TypeError("Automatic reporting requires a ReconcileStatus subclass")
@@ -254,6 +256,17 @@ class Registry(Generic[T]):
                 info.timer = True  # the next pass's cause: `timer`
             return Result(resource=desired, requeue_after=self.every)
         return returned
+
+
+def _require_progress_field(resource: type[Resource]) -> None:
+    model = declared_status(resource)
+    if model is None or not (
+        "progress" in model.model_fields or model.model_config.get("extra") == "allow"
+    ):
+        raise TypeError(
+            f"progress='status' needs a status model on {resource.__name__} with a "
+            "`progress` field (dict) or extra='allow'"
+        )
 
 
 def merged(value: Any, handled: Result | None) -> Any:
