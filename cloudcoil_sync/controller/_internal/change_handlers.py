@@ -39,6 +39,7 @@ from cloudcoil_sync.controller._internal.progress import (
     LAST_HANDLED,
     PREFIX,
     PROGRESS,
+    Entry,
     Progress,
     ProgressStorage,
     encode_essence,
@@ -99,6 +100,7 @@ class ChangeHandlers:
         self.storage: ProgressStorage = storage
         self._resumed: set[ResourceKey] = set()  # handled by this process (no resume owed)
         self._tombstones: dict[ResourceKey, Any] = {}  # last objects seen, deleted
+        self._deleting: dict[ResourceKey, dict[str, Entry]] = {}  # delete progress written
         self._lock = threading.Lock()
 
     # -- registration --------------------------------------------------------------------
@@ -138,6 +140,7 @@ class ChangeHandlers:
         """The object left the cache (on the informer's thread): keep it for its pass."""
         with self._lock:
             self._resumed.discard(key)
+            self._deleting.pop(key, None)
             if self.of("delete") and not self.finalizer_needed:
                 self._tombstones[key] = obj
 
@@ -262,16 +265,23 @@ class ChangeHandlers:
 
     def _finalize(self, resource: Any, ctx: Any) -> None:
         """The finalizer's cleanup: every delete handler, each retried on its own."""
-        request = ctx.request
+        request, key = ctx.request, ctx.request.key
         body = request.original.model_dump(mode="json", by_alias=True, exclude_none=True)
         run = self._handler_run(request, body, essence(body))
+        with self._lock:
+            self._resumed.discard(key)
+            saved = self._deleting.get(key)
+        if saved is not None:  # ours, written live: newer than a cache that lags behind it
+            run.progress.entries = saved
         for spec in self.of("delete"):
             run.run(spec, "delete", resource, None)
-        with self._lock:
-            self._resumed.discard(request.key)
         if run.requeue_after is None:
+            with self._lock:
+                self._deleting.pop(key, None)
             return
         self._save_progress(request, run.progress)
+        with self._lock:
+            self._deleting[key] = dict(run.progress.entries)
         raise Wait("DeleteHandlersPending", "delete handlers are retrying", after=run.requeue_after)
 
     def _save_progress(self, request: Request[Any], progress: Progress) -> None:
