@@ -7,6 +7,7 @@ from cloudcoil_sync.controller._internal.changes import Change
 from cloudcoil_sync.controller._internal.context import Context, Request
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.events import EventRecorder
+from cloudcoil_sync.controller._internal.handler_calls import TemporaryError
 from cloudcoil_sync.controller._internal.health import HealthServer
 from cloudcoil_sync.controller._internal.invalid import InvalidObject
 from cloudcoil_sync.controller._internal.leader import LeaderElection, LeadershipLost
@@ -14,6 +15,7 @@ from cloudcoil_sync.controller._internal.manager import Manager
 from cloudcoil_sync.controller._internal.metrics import ControllerStatus
 from cloudcoil_sync.controller._internal.mutations import ensure_finalizer, mutate, remove_finalizer
 from cloudcoil_sync.controller._internal.queue import QueueClosed, WorkQueue
+from cloudcoil_sync.controller._internal.raw_events import RawEvent
 from cloudcoil_sync.controller._internal.stages import Cases, Stage, Stages, StageScope
 from cloudcoil_sync.controller._internal.status import (
     ReconcileStatus,
@@ -38,6 +40,7 @@ __all__ = [
     "LogContextFilter",
     "Manager",
     "QueueClosed",
+    "RawEvent",
     "ReconcileStatus",
     "Request",
     "ResourceKey",
@@ -45,6 +48,7 @@ __all__ = [
     "Stage",
     "StageScope",
     "Stages",
+    "TemporaryError",
     "TerminalError",
     "Wait",
     "WorkQueue",

@@ -77,6 +77,29 @@ def test_repeats_are_suppressed_for_the_interval(
     assert notes == ["again", "first", "other action", "other reason", "other type"]
 
 
+def test_interval_zero_suppresses_no_repeat(
+    kube_emulator: Emulator, kube_config: Config, configmap: ConfigMap, clock: FakeClock
+) -> None:
+    recorder = EventRecorder(config=kube_config, clock=clock, interval=0)
+    assert recorder.emit(configmap, "Failed", "first", type="Warning")
+    assert recorder.emit(configmap, "Failed", "first", type="Warning")
+    assert recorder.emit(configmap, "Failed", "second", type="Warning")
+    assert sorted(e["note"] for e in events(kube_config)) == ["first", "first", "second"]
+
+
+def test_by_message_suppresses_only_repeats_of_the_same_message(
+    kube_emulator: Emulator, kube_config: Config, configmap: ConfigMap, clock: FakeClock
+) -> None:
+    recorder = EventRecorder(config=kube_config, clock=clock, by_message=True)
+    assert recorder.emit(configmap, "Failed", "disk full", type="Warning")
+    assert not recorder.emit(configmap, "Failed", "disk full", type="Warning")
+    assert recorder.emit(configmap, "Failed", "quota exceeded", type="Warning")
+    clock.now += 60
+    assert recorder.emit(configmap, "Failed", "disk full", type="Warning")
+    notes = sorted(e["note"] for e in events(kube_config))
+    assert notes == ["disk full", "disk full", "quota exceeded"]
+
+
 def test_dict_objects_and_missing_uids(
     kube_emulator: Emulator, kube_config: Config, configmap: ConfigMap
 ) -> None:
@@ -202,8 +225,10 @@ def test_programming_errors_raise(kwargs: dict[str, Any], message: str) -> None:
 def test_settings_validation_and_missing_config() -> None:
     with pytest.raises(ValueError, match="reporting_controller must contain 1-128"):
         EventRecorder("")
-    with pytest.raises(ValueError, match="finite and positive"):
-        EventRecorder(interval=0)
+    with pytest.raises(ValueError, match="interval must be finite and not negative"):
+        EventRecorder(interval=-1)
+    with pytest.raises(ValueError, match="interval must be finite and not negative"):
+        EventRecorder(interval=float("nan"))
     with pytest.raises(ValueError, match="finite and positive"):
         EventRecorder(timeout=float("inf"))
     with pytest.raises(ValueError, match="max_keys must be a positive integer"):

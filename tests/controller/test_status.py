@@ -76,6 +76,29 @@ def test_update_status_rejects_unknown_and_invalid_values_without_change() -> No
     assert resource.status.phase == "Pending" and resource.status.ready_replicas == 0
 
 
+class OpenStatus(BaseModel):
+    model_config = {"extra": "allow"}
+    phase: str | None = None
+
+
+class Open(Resource):
+    api_version: Literal["example.com/v1"] = Field(default="example.com/v1", alias="apiVersion")
+    kind: Literal["Open"] = "Open"
+    status: OpenStatus | None = None
+
+
+def test_update_status_keeps_extra_fields_a_status_model_allows() -> None:
+    resource = Open(metadata=ObjectMeta(name="o", namespace="default"))
+    update_status(resource, phase="Up", free={"any": ["shape"]})
+    update_status(resource, freeCount=3)
+    assert resource.status is not None and resource.status.phase == "Up"
+    assert resource.model_dump(by_alias=True)["status"] == {
+        "phase": "Up",
+        "free": {"any": ["shape"]},
+        "freeCount": 3,
+    }
+
+
 def test_status_helpers_need_a_status_model() -> None:
     with pytest.raises(TypeError, match="NoStatus has none"):
         update_status(NoStatus(), phase="x")

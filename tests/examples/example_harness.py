@@ -25,9 +25,10 @@ from cloudcoil_sync.testing._internal.tls import CertificateAuthority
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 PATTERNS = EXAMPLES / "patterns"
+KOPF_PORTS = EXAMPLES / "kopf_ports"
 PEM_CA = CertificateAuthority("examples-manifests-ca").cert_pem
 
-for _path in (PATTERNS, EXAMPLES):
+for _path in (KOPF_PORTS, PATTERNS, EXAMPLES):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 

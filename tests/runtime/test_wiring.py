@@ -187,3 +187,34 @@ def test_the_runtime_and_its_workers_follow_the_service_contract(
     assert calls.wait(lambda: calls["svc:q"] >= 1)
     assert runtime.stop(timeout=5) is True
     assert not runtime.workers.healthy() and runtime.healthy()  # stopped, not failed
+
+
+def test_a_pass_lists_a_cluster_wide_cache_whole(kube_config: Config, harness: Harness) -> None:
+    """`list()` from a pass defaults to the pass's namespace; `all_namespaces=True` reads every
+    namespace the cache holds."""
+    calls = Calls()
+    seen: dict[str, dict[str, list[str]]] = {}
+    controller: Controller[ConfigMap] = Controller(ConfigMap, all_namespaces=True, events=False)
+
+    @controller.reconcile()
+    def reconcile(cm: ConfigMap, ctx: Context[ConfigMap]) -> None:
+        cached = ctx.cached(ConfigMap)
+        seen[f"{cm.namespace}/{cm.name}"] = {
+            "own": sorted(c.name or "" for c in cached.list()),
+            "all": sorted(f"{c.namespace}/{c.name}" for c in cached.list(all_namespaces=True)),
+        }
+        with pytest.raises(ValueError, match="not both"):
+            cached.list(namespace="default", all_namespaces=True)
+        calls.hit(f"{cm.namespace}/{cm.name}")
+
+    api = kube_config.client(("", "v1", "namespaces")).raw
+    api.create({"metadata": {"name": "other"}})
+    configs = kube_config.client(ConfigMap).raw
+    configs.create({"metadata": {"name": "a"}}, namespace="default")
+    configs.create({"metadata": {"name": "b"}}, namespace="other")
+    harness.run(controller, name="cluster-wide")
+    assert calls.reached("default/a") and calls.reached("other/b")
+    configs.merge_patch("a", {"data": {"x": "1"}}, namespace="default")
+    assert calls.reached("default/a", 2)
+    assert seen["default/a"] == {"own": ["a"], "all": ["default/a", "other/b"]}
+    assert seen["other/b"]["own"] == ["b"]

@@ -864,3 +864,29 @@ def test_concurrent_writers_share_kept_alive_connections(
     assert all(o["metadata"]["labels"] == {"mutated": "yes"} for o in labelled)
     idle = sum(len(conns) for conns in kube_emulator.webhooks.transport._idle.values())
     assert 1 <= idle <= 4
+
+
+def test_webhook_warnings_reach_the_caller_as_warning_headers(
+    kube_emulator: Emulator, ca: CertificateAuthority, start: Callable[..., Any], client: Client
+) -> None:
+    """kube-apiserver sends each warning of a webhook's answer as `Warning: 299 - "text"`
+    (quotes escaped, repeats dropped), on allowed and on denied writes alike."""
+
+    def warn(request: AdmissionRequest[Any]) -> None:
+        request.warn('data "k" is deprecated')
+        request.warn('data "k" is deprecated')
+        if request.name == "bad":
+            raise AdmissionDenied("bad is not allowed", warnings=["see the docs"])
+
+    webhook = AdmissionWebhook()
+    webhook.validating(ConfigMap, path=VALIDATE)(warn)
+    install(kube_emulator, webhook, ca.cert_pem, start(webhook))
+    path = "/api/v1/namespaces/default/configmaps"
+    allowed = client.post(path, {"metadata": {"name": "good"}})
+    assert allowed.status_code == 201
+    assert allowed.headers["Warning"] == '299 - "data \\"k\\" is deprecated"'
+    refused = client.post(path, {"metadata": {"name": "bad"}})
+    assert refused.status_code == 403
+    assert refused.headers["Warning"] == (
+        '299 - "data \\"k\\" is deprecated", 299 - "see the docs"'
+    )

@@ -29,6 +29,7 @@ from cloudcoil_sync.admission._internal.connections import Phase
 from cloudcoil_sync.admission._internal.deadlines import LATE_ANSWER, Timer, Watchdog
 from cloudcoil_sync.admission._internal.limits import ConnectionLimits
 from cloudcoil_sync.admission._internal.lograte import ClientLog
+from cloudcoil_sync.admission._internal.request import CLIENT_CERTIFICATE
 from cloudcoil_sync.admission._internal.tls import TLSStream
 from cloudcoil_sync.admission._internal.turns import Turns
 
@@ -176,6 +177,7 @@ class _Task(_WSGITask):
             environ = super().get_environment()
             environ[LATE_ANSWER] = self.channel.answer_late
             environ[CLIENT_VERIFIED] = self.channel.stream.client_verified
+            environ[CLIENT_CERTIFICATE] = self.channel.stream.client_certificate
         return environ
 
 

@@ -359,7 +359,8 @@ class TLSStream:
         self.fd = tls.fileno()
         self.peer: tuple[str, int] = tls.getpeername()[:2]
         # A certificate was sent and verified against the client CA (when one is configured).
-        self.client_verified = bool(tls.getpeercert())
+        self.client_certificate = tls.getpeercert() or None
+        self.client_verified = self.client_certificate is not None
         self.poller = select.poll()
         self.poller.register(self.fd, select.POLLIN)
         self.poller.register(front._wake_r, select.POLLIN)

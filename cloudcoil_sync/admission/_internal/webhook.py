@@ -35,7 +35,6 @@ from cloudcoil_sync.admission._internal.request import (
     AdmissionDenied,
     AdmissionRequest,
     CachedReader,
-    UserInfo,
 )
 from cloudcoil_sync.admission._internal.review import (
     REVIEW_API_VERSION,
@@ -160,7 +159,7 @@ class AdmissionWebhook(AdmissionRoutes):
             return 400, {"message": _INVALID}
         finally:
             self.slots.release(path)
-        return self._admit(route, review, deadline, environ.get(LATE_ANSWER))
+        return self._admit(route, review, deadline, environ)
 
     def _read_body(self, environ: WSGIEnvironment) -> bytes | None:
         try:
@@ -177,7 +176,7 @@ class AdmissionWebhook(AdmissionRoutes):
     # -- admission -------------------------------------------------------------------------
 
     def _admit(
-        self, route: Route, review: dict[str, Any], deadline: float, late: LateAnswer | None
+        self, route: Route, review: dict[str, Any], deadline: float, environ: WSGIEnvironment
     ) -> tuple[int, dict[str, Any]]:
         uid = review["uid"]
         try:  # a `patches` route reads the raw JSON: no model to build
@@ -188,21 +187,8 @@ class AdmissionWebhook(AdmissionRoutes):
                 log.info("Allowed %s of a deleting object the model rejects", route.path)
                 return 200, _response(uid, True)
             return 200, _response(uid, False, status=_invalid_status(error, route, review))
-        request: AdmissionRequest[Any] = AdmissionRequest(
-            uid=uid,
-            operation=review["operation"],
-            resource=resource,
-            old_resource=old_resource,
-            name=review.get("name", ""),
-            namespace=review.get("namespace", ""),
-            subresource=review.get("subResource", ""),
-            dry_run=review.get("dryRun", False),
-            user_info=_user_info(review.get("userInfo")),
-            options=review.get("options"),
-            raw_object=review.get("object"),
-            raw_old_object=review.get("oldObject"),
-            config=self.config,
-            cache=self.cache,
+        request: AdmissionRequest[Any] = AdmissionRequest.from_review(
+            review, resource, old_resource, environ, config=self.config, cache=self.cache
         )
         # What the patch is computed against: the object as received and the typed one's
         # dumps, taken before the handler can change the request's copies. Validating
@@ -211,7 +197,7 @@ class AdmissionWebhook(AdmissionRoutes):
         if route.mutation and resource is not None:
             received = json_copy(review["object"])
             before = MutationBase(resource)
-        outcome = self._run(route, request, deadline, late)
+        outcome = self._run(route, request, deadline, environ.get(LATE_ANSWER))
         if isinstance(outcome, tuple):
             return outcome
         if isinstance(outcome, AdmissionDenied):
@@ -231,10 +217,11 @@ class AdmissionWebhook(AdmissionRoutes):
             _subject(route, request),
             len(patch or ()),
         )
+        warned = _warned(request.warnings)
         if not patch:
-            return 200, _response(uid, True)
+            return 200, _response(uid, True, **warned)
         encoded = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
-        return 200, _response(uid, True, patchType="JSONPatch", patch=encoded)
+        return 200, _response(uid, True, patchType="JSONPatch", patch=encoded, **warned)
 
     def _run(
         self,
@@ -374,7 +361,14 @@ def _denial(
     line is in `kubectl logs` at the default level (allowed requests log at DEBUG)."""
     log.info("%s denied %s: %s", route.path, _subject(route, request), denied.message)
     status = {"code": denied.code, "reason": denied.reason, "message": denied.message}
-    return _response(request.uid, False, status=status)
+    return _response(
+        request.uid, False, status=status, **_warned(request.warnings + denied.warnings)
+    )
+
+
+def _warned(warnings: list[str]) -> dict[str, Any]:
+    """The response's `warnings` field when there are any (at most 32)."""
+    return {"warnings": warnings[:32]} if warnings else {}
 
 
 def _subject(route: Route, request: AdmissionRequest[Any]) -> str:
@@ -458,14 +452,7 @@ def _invalid_status(error: ValidationError, route: Route, review: dict[str, Any]
     }
 
 
-def _user_info(raw: dict[str, Any] | None) -> UserInfo:
-    raw = raw or {}
-    return UserInfo(
-        username=raw.get("username", ""),
-        uid=raw.get("uid", ""),
-        groups=tuple(raw.get("groups") or ()),
-        extra={key: tuple(values) for key, values in (raw.get("extra") or {}).items()},
-    )
+# -- strict AdmissionReview parsing ----------------------------------------------------------
 
 
 _TIMED_OUT_BODY = json.dumps(

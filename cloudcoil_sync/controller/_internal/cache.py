@@ -127,16 +127,26 @@ class CachedResources(Generic[U]):
         data = self._informer.store.get_json(namespace or self._namespace, name)
         return None if data is None else build(self.resource, data)
 
-    def list(self, *, namespace: str | None = None, label_selector: str | None = None) -> list[U]:
-        """Cached objects of `namespace` (default: the reader's; all when it has none).
+    def list(
+        self,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        all_namespaces: bool = False,
+    ) -> list[U]:
+        """Cached objects of `namespace` (default: the reader's; all when it has none), or
+        of every namespace the cache holds with ``all_namespaces=True``.
 
         Objects the model rejects are left out (and logged once each): one bad object
         must not fail every reader of its kind.
         """
+        if all_namespaces and namespace is not None:
+            raise ValueError("cached().list(): give namespace= or all_namespaces=True, not both")
         self._check()
         selector = LabelSelector(label_selector) if label_selector else None
         found = []
-        for obj in self._informer.store.list(namespace or self._namespace):
+        scope = None if all_namespaces else namespace or self._namespace
+        for obj in self._informer.store.list(scope):
             if selector is None or selector.matches(_labels(obj)):
                 try:
                     found.append(build(self.resource, obj))

@@ -11,6 +11,7 @@ children, status, conditions and Events.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
@@ -20,6 +21,7 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync._internal.slots import ThreadSlot
 from cloudcoil_sync.controller._internal.causes import Cause
 from cloudcoil_sync.controller._internal.changes import Change
+from cloudcoil_sync.controller._internal.handler_calls import current_call
 from cloudcoil_sync.controller._internal.logcontext import current
 from cloudcoil_sync.controller._internal.reporting import ConditionStatus, PassReport
 from cloudcoil_sync.controller._internal.status import get_condition, set_condition, update_status
@@ -272,6 +274,46 @@ class Context(Generic[T]):
             return None
         found: tuple[Change, ...] | None = info.changes()
         return found
+
+    # Change handlers and steps (handler_calls.py); outside one: 0, None, None, None, ().
+
+    @property
+    def retry(self) -> int:
+        """Earlier failed attempts of the running change handler or step (0 on the first)."""
+        call = current_call()
+        return call.retry if call is not None else 0
+
+    @property
+    def reason(self) -> str | None:
+        """Why the running handler runs: create, update, resume, delete, field or step."""
+        call = current_call()
+        return call.reason if call is not None else None
+
+    @property
+    def old(self) -> Any:
+        """The essence (or field value) before the change being handled (None on create)."""
+        call = current_call()
+        return call.old if call is not None else None
+
+    @property
+    def new(self) -> Any:
+        """The essence (or field value) the change being handled leads to."""
+        call = current_call()
+        return call.new if call is not None else None
+
+    @property
+    def diff(self) -> tuple[Change, ...]:
+        """The changed fields of the change being handled (path, before, after)."""
+        call = current_call()
+        return call.diff if call is not None else ()
+
+    def substeps(self, steps: Mapping[str, Callable[[], Any]]) -> None:
+        """Run `steps` (id -> function) as independent sub-steps of the running handler,
+        each with its own progress and retries; returns once every one succeeded."""
+        call = current_call()
+        if call is None or call.substeps is None:
+            raise RuntimeError("ctx.substeps can only be called from a change handler or step")
+        call.substeps(call, steps)
 
     def client(self, resource: type[U], *, namespace: str | None = None) -> ResourceClient[U]:
         """A live, uncached client sharing the operator's pool; default namespace: the

@@ -18,6 +18,8 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync._internal.callables import require_sync
 from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync.admission._internal.routes import Route, ScopedAdmission
+from cloudcoil_sync.controller._internal.change_api import ChangeAPI
+from cloudcoil_sync.controller._internal.progress import ProgressStorage
 from cloudcoil_sync.controller._internal.registry import Registry, positive
 from cloudcoil_sync.controller._internal.reporting import PassRequest
 from cloudcoil_sync.controller._internal.stages import Cases, Stages, StageScope
@@ -128,7 +130,7 @@ def _check_settings(
             raise ValueError("Controller namespace and all_namespaces are mutually exclusive")
 
 
-class Controller(Generic[T]):
+class Controller(ChangeAPI, Generic[T]):
     """Reconcile one primary kind, with optional child (`owns`) and dependency watches.
 
     Handlers are plain functions taking `(resource)` or `(resource, ctx)`; they may
@@ -157,6 +159,7 @@ class Controller(Generic[T]):
         events: bool | EventRecorder = True,
         status_updates: bool | None = None,
         event_flush_timeout: float = 2,
+        progress: ProgressStorage = "annotations",
     ) -> None:
         _check_types(resource, reconcile, label_selector, events, status_updates)
         _check_settings(
@@ -186,7 +189,7 @@ class Controller(Generic[T]):
         # A pass running this long is logged once with its stack (None: never).
         self.slow_pass_warning = None if slow_pass_warning is None else float(slow_pass_warning)
         self.events = events
-        self.registry: Registry[T] = Registry(resource, report_status)
+        self.registry: Registry[T] = Registry(resource, report_status, progress=progress)
         self.report_status = self.registry.report_status
         self.status_updates = _status_updates(status_updates, reconcile, self.report_status)
         self.admission = ScopedAdmission(self.registry.check)

@@ -1,8 +1,9 @@
 """Kubernetes Events (events.k8s.io/v1), deduplicated and rate limited, best effort.
 
 A repeat of the same (server, namespace, object UID, type, reason, action) within
-`interval` seconds is suppressed, whatever its message; the memory of recent keys is an
-LRU of `max_keys`. A token bucket (burst 20, 5 per second) bounds traffic per recorder.
+`interval` seconds is suppressed, whatever its message, unless `by_message=True` (then only a
+repeat with the same message is); `interval=0` suppresses no repeat. The memory of recent
+keys is an LRU of `max_keys`. A token bucket (burst 20, 5 per second) bounds traffic per recorder.
 Delivery has its own timeout and never raises API or transport errors to a reconciler:
 `emit` returns False instead (and logs). Invalid reasons, types or actions raise.
 """
@@ -53,6 +54,7 @@ class EventRecorder:
         reporting_controller: str = "cloudcoil",
         *,
         interval: float = 60,
+        by_message: bool = False,
         max_keys: int = 1024,
         timeout: float = 2,
         namespace: str | None = None,
@@ -61,12 +63,15 @@ class EventRecorder:
     ) -> None:
         if not reporting_controller or len(reporting_controller) > 128:
             raise ValueError("reporting_controller must contain 1-128 characters")
-        if not all(math.isfinite(v) and v > 0 for v in (interval, timeout)):
-            raise ValueError("Event interval and timeout must be finite and positive")
+        if not (math.isfinite(interval) and interval >= 0):
+            raise ValueError("Event interval must be finite and not negative (0: no dedup)")
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise ValueError("Event timeout must be finite and positive")
         if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
             raise ValueError("max_keys must be a positive integer")
         self.reporting_controller = reporting_controller
         self.interval, self.max_keys = interval, max_keys  # the dedup window and its LRU
+        self.by_message = bool(by_message)
         self.timeout = timeout
         self.namespace = namespace
         self.config = config
@@ -131,7 +136,7 @@ class EventRecorder:
         if config is None:
             raise RuntimeError("EventRecorder has no Config: pass config= or bind() one")
         namespace = regarding.get("namespace") or self.namespace or config.namespace
-        key = (config.server, namespace, regarding["uid"], type, reason, action)
+        key = (config.server, namespace, regarding["uid"], type, reason, action, *self._by(message))
         if not self._reserve(key):
             return False
         body = {
@@ -162,13 +167,16 @@ class EventRecorder:
             return False
         return True
 
+    def _by(self, message: str) -> tuple[str, ...]:
+        return (message,) if self.by_message else ()
+
     def _reserve(self, key: tuple[str, ...]) -> bool:
         with self._lock:
             now = self._clock()
             previous = self._recent.get(key)
             # Compare deadlines: a subtraction can round an elapsed interval below it.
             if previous is not None and now < previous + self.interval:
-                return False
+                return False  # never true for interval 0: now >= previous
             self._tokens = min(BURST, self._tokens + (now - self._refilled) * REFILL_PER_SECOND)
             self._refilled = now
             if self._tokens < 1:

@@ -15,7 +15,10 @@ from typing import Any, Generic, TypeVar
 
 from cloudcoil.resources import Resource
 
+from cloudcoil_sync.controller._internal.change_handlers import ChangeHandlers, carry_annotations
 from cloudcoil_sync.controller._internal.logcontext import current
+from cloudcoil_sync.controller._internal.progress import FINALIZER, ProgressStorage
+from cloudcoil_sync.controller._internal.raw_events import RawEvents
 from cloudcoil_sync.controller._internal.reporting import (
     READY,
     PassRequest,
@@ -29,7 +32,7 @@ from cloudcoil_sync.controller._internal.stages import (
     declared_status,
     ordered,
 )
-from cloudcoil_sync.controller._internal.types import Result, Wait
+from cloudcoil_sync.controller._internal.types import Result, Wait, interpret
 
 __all__ = ["Finalizer", "Registry", "positive"]
 
@@ -70,13 +73,21 @@ def reports_status(resource: type[Resource]) -> bool:
 class Registry(Generic[T]):
     """Decorated handlers for one primary kind."""
 
-    def __init__(self, resource: type[T], report_status: bool | None = None) -> None:
+    def __init__(
+        self,
+        resource: type[T],
+        report_status: bool | None = None,
+        *,
+        progress: ProgressStorage = "annotations",
+    ) -> None:
         self.resource = resource
         self.handler: Handler | None = None
         self.every: float | None = None
         self.stages: list[StageScope[T]] = []
         self.branches = Branches(self.check)
         self.finalizer: Finalizer | None = None
+        self.changes = ChangeHandlers(resource, self.check, progress)  # on_create ..., steps
+        self.raw_events = RawEvents(resource, self.check)  # on_event
         self.frozen = False
         self.order: list[StageScope[T]] = []
         self.report_status = reports_status(resource) if report_status is None else report_status
@@ -88,7 +99,19 @@ class Registry(Generic[T]):
     @property
     def populated(self) -> bool:
         """Whether any decorated entrypoint or finalizer is registered."""
-        return bool(self.handler or self.stages or self.branches.populated or self.finalizer)
+        return bool(
+            self.handler
+            or self.stages
+            or self.branches.populated
+            or self.finalizer
+            or self.changes.populated
+            or self.raw_events.populated
+        )
+
+    @property
+    def entrypoint(self) -> bool:
+        """Whether a reconcile, stages or cases are registered (not only change handlers)."""
+        return bool(self.handler or self.stages or self.branches.populated)
 
     def reconcile(self, *, every: float | None = None) -> Callable[[F], F]:
         positive("every", every)
@@ -128,9 +151,16 @@ class Registry(Generic[T]):
         if self.frozen:
             return self.order
         entrypoints = bool(self.handler) + bool(self.stages) + self.branches.populated
-        if entrypoints != 1:
-            raise ValueError("Register exactly one entrypoint: reconcile, stages, or cases")
-        if self.report_status:
+        sugar = self.changes.populated or self.raw_events.populated
+        if entrypoints > 1 or (entrypoints == 0 and not sugar):
+            raise ValueError(
+                "Register exactly one entrypoint: reconcile, stages, or cases "
+                "(or only change handlers, steps and event handlers)"
+            )
+        self._changes_finalizer()
+        if self.changes.populated and self.changes.storage == "status":
+            _require_progress_field(self.resource)
+        if self.report_status and entrypoints:
             if not reports_status(self.resource):
                 raise TypeError("Automatic reporting requires a ReconcileStatus subclass")
             model = declared_status(self.resource)
@@ -151,6 +181,17 @@ class Registry(Generic[T]):
             self.frozen = True
         return order
 
+    def _changes_finalizer(self) -> None:
+        """Delete handlers that require a finalizer run as its cleanup."""
+        if not self.changes.finalizer_needed:
+            return
+        if self.finalizer is not None and self.finalizer.key != FINALIZER:
+            raise ValueError(
+                "on_delete handlers and @controller.finalize cannot be combined: "
+                "use on_delete(requires_finalizer=True) for every cleanup"
+            )
+        self.finalizer = Finalizer(FINALIZER, self.changes.finalizer_handler())
+
     # The pass --------------------------------------------------------------------------
 
     def run(self, request: PassRequest) -> Any:
@@ -161,6 +202,12 @@ class Registry(Generic[T]):
         pass staged on `request` is the runtime's to persist with it.
         """
         order = self.validate(freeze=True)
+        handled = self.changes.run(request) if self.changes.populated else None
+        if not self.entrypoint:
+            return handled
+        return merged(self._run_entrypoint(request, order), handled)
+
+    def _run_entrypoint(self, request: PassRequest, order: list[StageScope[T]]) -> Any:
         names = [stage.condition for stage in order] if order else ["Reconcile"]
         if not start_pass(
             request, names, managed=self.report_status, stage_conditions=bool(order), reserve=True
@@ -214,6 +261,31 @@ class Registry(Generic[T]):
                 info.timer = True  # the next pass's cause: `timer`
             return Result(resource=desired, requeue_after=self.every)
         return returned
+
+
+def _require_progress_field(resource: type[Resource]) -> None:
+    model = declared_status(resource)
+    if model is None or not (
+        "progress" in model.model_fields or model.model_config.get("extra") == "allow"
+    ):
+        raise TypeError(
+            f"progress='status' needs a status model on {resource.__name__} with a "
+            "`progress` field (dict) or extra='allow'"
+        )
+
+
+def merged(value: Any, handled: Result | None) -> Any:
+    """The entrypoint's value with what change handlers and steps wrote and asked for."""
+    if handled is None:
+        return value
+    desired, requeue_after = interpret(value)
+    ours = handled.resource
+    if ours is not None and desired is None:
+        desired = ours
+    elif ours is not None and desired is not ours and desired is not None:
+        carry_annotations(ours, desired)
+    delays = [d for d in (requeue_after, handled.requeue_after) if d is not None]
+    return Result(requeue_after=min(delays) if delays else None, resource=desired)
 
 
 def _called(handler: Any, branches: Any, request: PassRequest) -> Any:

@@ -165,6 +165,10 @@ class ControllerRuntime:
             on_update=triggers.primary_update,
             on_delete=triggers.primary_deleted,
         )
+        registry = controller.registry  # raw event handlers, delete handlers' last objects
+        hooks = registry.raw_events.informer_handlers(registry.changes)
+        if hooks:
+            primary.add_handler(**hooks)
         scope = self.primary_scope
         for owned in controller.owned:
             child = self._informer(owned.resource, scope, narrow(None))

@@ -45,21 +45,26 @@ def update_status(resource: R, **changes: Any) -> R:
     """Set the given status fields (python names or wire aliases), keep the others.
 
     Creates an absent status, validates the result before assigning it (a failure leaves
-    the resource untouched) and rejects unknown fields. No API call: return the resource
+    the resource untouched) and rejects unknown fields unless the status model allows extra
+    fields (``extra="allow"``), whose names are kept as given. No API call: return the resource
     from the reconciler to persist it.
     """
     model = _status_model(resource)
     current = getattr(resource, "status", None)
     values = current.model_dump(mode="python", by_alias=True) if current is not None else {}
+    extra_allowed = model.model_config.get("extra") == "allow"
     for name, value in changes.items():
         field_name = next(
             (key for key, info in model.model_fields.items() if name in (key, info.alias)),
             None,
         )
-        if field_name is None:
+        if field_name is not None:
+            info = model.model_fields[field_name]
+            values[info.alias or field_name] = value
+        elif extra_allowed:
+            values[name] = value  # kept as given, as reading it back does
+        else:
             raise ValueError(f"Unknown status field {name!r} on {model.__name__}")
-        info = model.model_fields[field_name]
-        values[info.alias or field_name] = value
     resource.status = model.model_validate(values)  # type: ignore[attr-defined]
     return resource
 

@@ -33,7 +33,8 @@ Simplifications:
 - Webhooks are called before the emulator checks that the namespace exists and is not
   terminating (kube-apiserver's NamespaceLifecycle plugin rejects such writes first).
 - ``matchPolicy`` is always ``Exact`` (one served version per group); ``matchConditions``,
-  ``reinvocationPolicy``, ``warnings``, audit annotations and webhook metrics are ignored.
+  ``reinvocationPolicy``, audit annotations and webhook metrics are ignored. A response's
+  ``warnings`` become ``Warning`` headers of the answer, as kube-apiserver sends them.
 - Validating webhooks are called one after the other (kube calls them in parallel); the
   first denial or failure ends the request.
 - Mutating webhooks see the object after generateName and defaulting; ``managedFields`` of
@@ -182,6 +183,9 @@ class WebhookCaller:
             if webhook.get("failurePolicy") == "Ignore":
                 return None
             raise internal(f'failed calling webhook "{name}": {failure}') from None
+        for text in response.get("warnings") or ():
+            if isinstance(text, str):
+                attempt.req.warn(text)
         if not response["allowed"]:
             raise denied(name, response.get("status"))
         return response

@@ -162,7 +162,7 @@ class PolicyEvaluator:
         actions = (binding.get("spec") or {}).get("validationActions") or []
         if "Warn" in actions:
             text = f"Validation failed for ValidatingAdmissionPolicy {names}: {outcome.message}"
-            attempt.req.warnings.append('299 - "' + text.replace('"', '\\"') + '"')
+            attempt.req.warn(text)
         if "Deny" not in actions:
             return
         req = attempt.req

@@ -38,6 +38,15 @@ class Req:
     def dry_run(self) -> bool:
         return self.query.get("dryRun") == "All"
 
+    def warn(self, text: str) -> None:
+        """Add a ``Warning: 299 - "text"`` header to the answer as kube-apiserver's warning
+        recorder does: empty, repeated or control-character texts are dropped."""
+        if not text or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text):
+            return
+        header = '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if header not in self.warnings:
+            self.warnings.append(header)
+
     def answered_fields(
         self, api_version: str, request: dict[str, Any], subresource: str = ""
     ) -> list[dict[str, Any]]:
