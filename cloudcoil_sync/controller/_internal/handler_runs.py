@@ -39,6 +39,8 @@ from cloudcoil_sync.controller._internal.types import TerminalError, Wait
 
 __all__ = ["HandlerRun", "SubstepsPending"]
 
+Diff = tuple[Change, ...]
+
 logger = logging.getLogger("cloudcoil_sync.controller.handlers")
 
 
@@ -66,13 +68,10 @@ class HandlerRun:
         now: float | None = None,
     ) -> None:
         """`specs` by id: those `ctx.substeps` may be called from."""
-        self.progress = progress
-        self._specs = specs
-        self._resource = resource
-        self._context = context
+        self.progress, self._specs = progress, specs
+        self._resource, self._context = resource, context
         self._essence = essence  # fingerprint: a step's permanent failure is for it
-        self._where = where
-        self._event = event
+        self._where, self._event = where, event
         self.now = time.time() if now is None else now
         self.delays: list[float] = []  # seconds until each pending handler is due
         self.failed: list[str] = []
@@ -82,12 +81,7 @@ class HandlerRun:
         return max(0.0, min(self.delays)) if self.delays else None
 
     def run(
-        self,
-        spec: HandlerSpec,
-        reason: str,
-        old: Any = None,
-        new: Any = None,
-        diff: tuple[Change, ...] = (),
+        self, spec: HandlerSpec, reason: str, old: Any = None, new: Any = None, diff: Diff = ()
     ) -> bool:
         """One attempt of `spec` unless done or not yet due; whether it is done now."""
         entries = self.progress.entries
