@@ -272,14 +272,25 @@ class _Installer(Steps):
         self.wait(what, label, poll)
 
     def _rediscover(self, crds: list[JSON]) -> None:
+        """Wait until discovery serves every served version of each CRD: an API server
+        (kube-apiserver, the emulator) publishes a version a little after the CRD changes."""
         for crd in crds:
             spec = crd["spec"]
-            for version in spec.get("versions") or []:
-                target = (spec["group"], version["name"], spec["names"]["plural"])
-                try:
-                    self.config.mapper.resolve(target)
-                except (ClientError, UnknownKind) as exc:
-                    raise self.fail(f"discovery after installing {describe(crd)}: {exc}") from None
+            targets = [
+                (spec["group"], version["name"], spec["names"]["plural"])
+                for version in spec.get("versions") or []
+                if version.get("served", True)
+            ]
+
+            def poll(targets: list[tuple[str, str, str]] = targets) -> tuple[bool, str]:
+                for target in targets:
+                    try:
+                        self.config.mapper.resolve(target)
+                    except (ClientError, UnknownKind) as exc:
+                        return False, str(exc)
+                return True, "served"
+
+            self.wait(f"discovery of {describe(crd)}", "served", poll)
         self.progress.line("discovery refreshed")
 
     def _summary(self, results: list[Applied]) -> None:
