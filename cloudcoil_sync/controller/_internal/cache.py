@@ -8,6 +8,7 @@ model rejects raises `InvalidObject` from `get` and is left out of `list` (logge
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -16,6 +17,7 @@ from cloudcoil.resources import Resource
 
 from cloudcoil_sync.controller._internal.informer import Informer, InformerFailed
 from cloudcoil_sync.controller._internal.invalid import READS, InvalidObject, build
+from cloudcoil_sync.controller._internal.types import ResourceKey
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -127,8 +129,17 @@ class CachedResources(Generic[U]):
         data = self._informer.store.get_json(namespace or self._namespace, name)
         return None if data is None else build(self.resource, data)
 
-    def list(self, *, namespace: str | None = None, label_selector: str | None = None) -> list[U]:
-        """Cached objects of `namespace` (default: the reader's; all when it has none).
+    def list(
+        self,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        index: str | None = None,
+        value: str | None = None,
+    ) -> list[U]:
+        """Cached objects of `namespace` (default: the reader's; all when it has none);
+        with `index` and `value`, only those that index files under `value` (a look-up,
+        not a scan: `controller.index`).
 
         Objects the model rejects are left out (and logged once each): one bad object
         must not fail every reader of its kind.
@@ -136,7 +147,7 @@ class CachedResources(Generic[U]):
         self._check()
         selector = LabelSelector(label_selector) if label_selector else None
         found = []
-        for obj in self._informer.store.list(namespace or self._namespace):
+        for obj in self._objects(namespace or self._namespace, index, value):
             if selector is None or selector.matches(_labels(obj)):
                 try:
                     found.append(build(self.resource, obj))
@@ -144,6 +155,42 @@ class CachedResources(Generic[U]):
                     where = f"cached({self.resource.__name__}).list()"
                     READS.report(error, where, "left out of the list")
         return found
+
+    def keys(
+        self, *, index: str, value: str, namespace: str | None = None
+    ) -> builtins.list[ResourceKey]:
+        """The keys of the objects `index` files under `value` (no model is built: the
+        cheapest answer for a watch mapper)."""
+        self._check()
+        scope = namespace or self._namespace
+        return [
+            ResourceKey(name, ns or None)
+            for ns, name in self._lookup(index, value)
+            if scope is None or ns == scope
+        ]
+
+    def _lookup(self, index: str, value: str) -> builtins.list[tuple[str, str]]:
+        if not isinstance(value, str):
+            raise TypeError(f"An index value must be a string, got {type(value).__name__}")
+        try:
+            return self._informer.store.index_keys(index, value)
+        except KeyError:
+            declared = ", ".join(self._informer.store.indexes()) or "none"
+            raise ValueError(
+                f"{self.resource.__name__} has no index named {index!r} (declared: {declared})"
+            ) from None
+
+    def _objects(
+        self, namespace: str | None, index: str | None, value: str | None
+    ) -> builtins.list[dict[str, Any]]:
+        store = self._informer.store
+        if index is None and value is None:
+            return store.list(namespace)
+        if index is None or value is None:
+            raise ValueError("list() takes index and value together")
+        keys = self._lookup(index, value)
+        found = (store.get(ns, name) for ns, name in keys if namespace in (None, ns))
+        return [obj for obj in found if obj is not None]  # None: deleted since the look-up
 
     def __len__(self) -> int:
         self._check()

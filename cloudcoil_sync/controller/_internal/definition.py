@@ -20,6 +20,7 @@ from cloudcoil_sync._internal.callables import require_sync
 from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.admission._internal.routes import Route, ScopedAdmission
+from cloudcoil_sync.controller._internal.indexes import Index, IndexFunction, check_index
 from cloudcoil_sync.controller._internal.registry import Registry
 from cloudcoil_sync.controller._internal.reporting import PassRequest
 from cloudcoil_sync.controller._internal.stages import Cases, Stages, StageScope
@@ -203,6 +204,7 @@ class Controller(Generic[T]):
         self.admission = ScopedAdmission(self.registry.check)
         self.owned: tuple[Owned, ...] = ()
         self.watches: tuple[Watched, ...] = ()
+        self.indexes: tuple[Index, ...] = ()
         self._runtime: AttachedRuntime | None = None
         self.owns(*owns)
 
@@ -311,6 +313,24 @@ class Controller(Generic[T]):
         require_sync(mapper, "watch mappers")
         self._check_watches()
         self.watches = (*self.watches, Watched(resource, mapper))
+
+    def index(self, resource: type[U], name: str, function: IndexFunction | None = None) -> Any:
+        """File the cached objects of a watched kind under `function(obj)`'s values (a
+        string, strings or None), for `cached(Kind).list/keys(index=name, value=...)`;
+        without `function`, a decorator (see `indexes`)."""
+        if function is None:
+
+            def register(function: F) -> F:
+                self.index(resource, name, function)
+                return function
+
+            return register
+        check_index(resource, name, function)
+        self._check_watches()
+        if any(i.resource is resource and i.name == name for i in self.indexes):
+            raise ValueError(f"Index {name!r} on {resource.__name__} is already declared")
+        self.indexes = (*self.indexes, Index(resource, name, function))
+        return self
 
     def _check_watches(self) -> None:
         if self.registry.frozen or self._runtime is not None:

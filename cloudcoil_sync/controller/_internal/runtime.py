@@ -33,6 +33,7 @@ from cloudcoil_sync.controller._internal import invalid as rejects
 from cloudcoil_sync.controller._internal.cache import Caches
 from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.handling import PassHandler
+from cloudcoil_sync.controller._internal.indexes import IndexValues
 from cloudcoil_sync.controller._internal.informer import Informer
 from cloudcoil_sync.controller._internal.informer_pool import InformerPool
 from cloudcoil_sync.controller._internal.mapping import MappedEvents
@@ -168,7 +169,17 @@ class ControllerRuntime:
             dependency = self._informer(watched.resource, scope, None)
             handler = self._mapped.handler(watched.resource, watched.mapper)
             dependency.add_handler(on_add=handler, on_update=handler, on_delete=handler)
+        self._add_indexes()
         return primary
+
+    def _add_indexes(self) -> None:
+        for index in self.controller.indexes:
+            if index.resource not in self.caches.informers:
+                raise ValueError(
+                    f"Index {index.name!r}: {index.resource.__name__} is not watched by "
+                    f"controller {self.name} (declare it as primary, owns or watch)"
+                )
+            self.caches.informers[index.resource].store.add_indexer(index.name, IndexValues(index))
 
     def _pass_machinery(self) -> tuple[Reconciler[Any], Workers]:
         """The reconciler (the definition's `PassHandler`, persistence) and its workers."""
