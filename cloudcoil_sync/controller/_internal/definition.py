@@ -20,6 +20,12 @@ from cloudcoil_sync._internal.callables import require_sync
 from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.admission._internal.routes import Route, ScopedAdmission
+from cloudcoil_sync.controller._internal.filters import (
+    NO_FILTERS,
+    Filters,
+    make_filters,
+    watch_filters,
+)
 from cloudcoil_sync.controller._internal.indexes import Index, IndexFunction, check_index
 from cloudcoil_sync.controller._internal.registry import Registry
 from cloudcoil_sync.controller._internal.reporting import PassRequest
@@ -60,6 +66,7 @@ class Watched:
 
     resource: type[Resource]
     mapper: Mapper
+    filters: Filters = NO_FILTERS
 
 
 class AttachedRuntime(Protocol):
@@ -147,6 +154,10 @@ class Controller(Generic[T]):
     `Stages`/`Cases` value. Register everything before the controller runs.
     """
 
+    owned: tuple[Owned, ...]
+    watches: tuple[Watched, ...]
+    indexes: tuple[Index, ...]
+
     def __init__(
         self,
         resource: type[T],
@@ -202,9 +213,8 @@ class Controller(Generic[T]):
         self.report_status = self.registry.report_status
         self.status_updates = _status_updates(status_updates, reconcile, self.report_status)
         self.admission = ScopedAdmission(self.registry.check)
-        self.owned: tuple[Owned, ...] = ()
-        self.watches: tuple[Watched, ...] = ()
-        self.indexes: tuple[Index, ...] = ()
+        self.owned, self.watches, self.indexes = (), (), ()
+        self.filters: Filters = NO_FILTERS  # the primary's events
         self._runtime: AttachedRuntime | None = None
         self.owns(*owns)
 
@@ -285,34 +295,50 @@ class Controller(Generic[T]):
         return self
 
     @overload
-    def watch(self, resource: type[U], *, mapper: Mapper) -> Controller[T]: ...
+    def watch(self, resource: type[U], *, mapper: Mapper, **filters: Any) -> Controller[T]: ...
 
     @overload
-    def watch(self, resource: type[U]) -> Callable[[F], F]: ...
+    def watch(self, resource: type[U], **filters: Any) -> Callable[[F], F]: ...
 
     def watch(
-        self, resource: type[U], *, mapper: Mapper | None = None
+        self, resource: type[U], *, mapper: Mapper | None = None, **filters: Any
     ) -> Controller[T] | Callable[[F], F]:
         """Map events of a dependency kind to primary keys with a plain function.
 
         `mapper(obj)` gets a copy of the object (old and new on updates) and returns
-        an iterable of `ResourceKey`.
+        an iterable of `ResourceKey`. `filters`: `label_selector`, `field_selector`,
+        `changed`, `when`, as `filter()` (module `filters`).
         """
         _require_resource(resource, "watch")
+        checked = watch_filters(filters)
         if mapper is not None:
-            self._add_watch(resource, mapper)
+            self._add_watch(resource, mapper, checked)
             return self
 
         def register(function: F) -> F:
-            self._add_watch(resource, function)
+            self._add_watch(resource, function, checked)
             return function
 
         return register
 
-    def _add_watch(self, resource: type[Resource], mapper: Mapper) -> None:
+    def _add_watch(self, resource: type[Resource], mapper: Mapper, filters: Filters) -> None:
         require_sync(mapper, "watch mappers")
         self._check_watches()
-        self.watches = (*self.watches, Watched(resource, mapper))
+        self.watches = (*self.watches, Watched(resource, mapper, filters))
+
+    def filter(
+        self,
+        *,
+        field_selector: str | None = None,
+        changed: str | Iterable[str] = (),
+        when: Callable[[Any, Any], bool] | None = None,
+    ) -> Controller[T]:
+        """Which events of the primary kind start a pass (module `filters`): a
+        `field_selector` sent to the API server; updates must change one of `changed`
+        ("generation", "labels", "annotations") and satisfy `when(old, new)`."""
+        self._check_watches()
+        self.filters = make_filters(field_selector=field_selector, changed=changed, when=when)
+        return self
 
     def index(self, resource: type[U], name: str, function: IndexFunction | None = None) -> Any:
         """File the cached objects of a watched kind under `function(obj)`'s values (a

@@ -158,6 +158,13 @@ FAMILIES = {
         "cloudcoil_mapper_errors_total",
         "Watch mapper calls that raised (the event was dropped), per controller",
     ),
+    "filtered_events": _Family(
+        Counter,
+        "cloudcoil_filtered_events_total",
+        "Updates a controller's filters dropped (the passes they saved), per controller and "
+        "filter (changed names, when; a watch's prefixed by its kind)",
+        ("controller", "filter"),
+    ),
     "queue_depth": _Family(
         Gauge, "workqueue_depth", "Current depth of workqueue", ("name", "controller", "priority")
     ),
@@ -253,6 +260,7 @@ class OperatorMetrics:
     invalid_objects: Counter
     fenced_passes: Counter
     mapper_errors: Counter
+    filtered_events: Counter
     queue_depth: Gauge
     queue_adds: Counter
     queue_retries: Counter
@@ -358,6 +366,10 @@ class ControllerMetrics:
 
     def mapper_failed(self) -> None:
         self._metrics.mapper_errors.labels(controller=self.name).inc()
+
+    def filtered(self, name: str) -> None:
+        """An update a filter dropped (`filters`)."""
+        self._metrics.filtered_events.labels(controller=self.name, filter=name).inc()
 
     def worker_started(self) -> None:
         self._active.inc()

@@ -32,6 +32,7 @@ from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.controller._internal import invalid as rejects
 from cloudcoil_sync.controller._internal.cache import Caches
 from cloudcoil_sync.controller._internal.events import recorder_for
+from cloudcoil_sync.controller._internal.filters import EventFilter, Filters
 from cloudcoil_sync.controller._internal.handling import PassHandler
 from cloudcoil_sync.controller._internal.indexes import IndexValues
 from cloudcoil_sync.controller._internal.informer import Informer
@@ -152,12 +153,17 @@ class ControllerRuntime:
             controller.resource,
             controller.watched_namespace(self._config.namespace),
             narrow(controller.label_selector),
+            controller.filters.field_selector,
         )
         if shard is not None:
             shard.count(primary)
         triggers = self.triggers
         primary.add_handler(
-            on_add=triggers.primary, on_update=triggers.primary_update, on_delete=triggers.primary
+            on_add=triggers.primary,
+            on_update=self._filter(controller.resource, controller.filters).update(
+                triggers.primary_update
+            ),
+            on_delete=triggers.primary,
         )
         scope = self.primary_scope
         for owned in controller.owned:
@@ -166,11 +172,24 @@ class ControllerRuntime:
                 on_add=triggers.child, on_update=triggers.child, on_delete=triggers.child
             )
         for watched in controller.watches:
-            dependency = self._informer(watched.resource, scope, None)
-            handler = self._mapped.handler(watched.resource, watched.mapper)
-            dependency.add_handler(on_add=handler, on_update=handler, on_delete=handler)
+            kind, filters = watched.resource, watched.filters
+            dependency = self._informer(kind, scope, filters.label_selector, filters.field_selector)
+            handler = self._mapped.handler(kind, watched.mapper)
+            update = self._filter(kind, filters, prefix=f"{kind.__name__}:").update(handler)
+            dependency.add_handler(on_add=handler, on_update=update, on_delete=handler)
         self._add_indexes()
         return primary
+
+    def _filter(self, kind: type[Resource], filters: Filters, *, prefix: str = "") -> EventFilter:
+        primary = not prefix
+        return EventFilter(
+            kind,
+            filters,
+            count=self._metrics.filtered,
+            log=self.log,
+            prefix=prefix,
+            status_only_dropped=primary and not self.controller.status_updates,
+        )
 
     def _add_indexes(self) -> None:
         for index in self.controller.indexes:
@@ -224,12 +243,17 @@ class ControllerRuntime:
         return self.controller.watched_namespace(self._config.namespace)
 
     def _informer(
-        self, resource: type[Resource], namespace: str | None, selector: str | None
+        self,
+        resource: type[Resource],
+        namespace: str | None,
+        selector: str | None,
+        field_selector: str | None = None,
     ) -> Informer:
         informer = self._pool.informer(
             resource,
             namespace=namespace,
             label_selector=selector,
+            field_selector=field_selector,
             resync_period=self.controller.resync_period,
             on_failure=self._fail,
         )
