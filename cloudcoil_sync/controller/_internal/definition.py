@@ -215,6 +215,7 @@ class Controller(Generic[T]):
         self.admission = ScopedAdmission(self.registry.check)
         self.owned, self.watches, self.indexes = (), (), ()
         self.filters: Filters = NO_FILTERS  # the primary's events
+        self.on_deleted: Callable[[Any], Any] | None = None
         self._runtime: AttachedRuntime | None = None
         self.owns(*owns)
 
@@ -255,6 +256,22 @@ class Controller(Generic[T]):
         if function is not None:
             raise TypeError("Use @controller.otherwise() with parentheses")
         return self.registry.branches.otherwise()
+
+    def deleted(self, function: object = None, /) -> Callable[[F], F]:
+        """A notice once an object is gone, with the last known object: at most once,
+        no finalizer needed (module `deletions`); `(resource)`."""
+        if function is not None:
+            raise TypeError("Use @controller.deleted() with parentheses")
+        self._check_watches()
+
+        def register(handler: F) -> F:
+            require_sync(handler, "deletion handlers")
+            if self.on_deleted is not None:
+                raise ValueError("A deleted handler is already registered")
+            self.on_deleted = handler
+            return handler
+
+        return register
 
     def finalize(self, key: str) -> Callable[[F], F]:
         """Cleanup that must succeed before finalizer `key` (example.com/cleanup) is removed."""

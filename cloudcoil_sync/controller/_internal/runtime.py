@@ -31,6 +31,7 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.controller._internal import invalid as rejects
 from cloudcoil_sync.controller._internal.cache import Caches
+from cloudcoil_sync.controller._internal.deletions import DeletionNotices
 from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.filters import EventFilter, Filters
 from cloudcoil_sync.controller._internal.handling import PassHandler
@@ -178,7 +179,18 @@ class ControllerRuntime:
             update = self._filter(kind, filters, prefix=f"{kind.__name__}:").update(handler)
             dependency.add_handler(on_add=handler, on_update=update, on_delete=handler)
         self._add_indexes()
+        self.deletions = self._deletions(primary)
         return primary
+
+    def _deletions(self, primary: Informer) -> DeletionNotices | None:
+        handler = self.controller.on_deleted
+        if handler is None:
+            return None
+        notices = DeletionNotices(
+            self.controller.resource, handler, term=self.term, log=self.log, name=self.name
+        )
+        primary.add_handler(on_delete=notices.deleted)
+        return notices
 
     def _filter(self, kind: type[Resource], filters: Filters, *, prefix: str = "") -> EventFilter:
         primary = not prefix
@@ -329,6 +341,8 @@ class ControllerRuntime:
                 return self._running and not self._stopping
             self._running = True
         self._mapped.open()  # every cache a mapper may read has listed
+        if self.deletions is not None:
+            self.deletions.start()
         self.workers.start()
         self.log.info("Controller %s is ready", self.name)
         return True
@@ -394,6 +408,8 @@ class ControllerRuntime:
             finished = self.workers.drain(limit) if drain else self.workers.stop(limit)
         else:
             self.queue.shutdown(immediate=True)
+        if self.deletions is not None:
+            finished &= self.deletions.stop(limit)
         if self._owns_term:
             self.term.end()
             self.term.fence.close(0, cause="shutdown")  # abandoned passes write nothing more
