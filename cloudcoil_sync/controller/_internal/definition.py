@@ -20,13 +20,12 @@ from cloudcoil_sync._internal.callables import require_sync
 from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync._internal.script_errors import install_for_script
 from cloudcoil_sync.admission._internal.routes import Route, ScopedAdmission
+from cloudcoil_sync.controller._internal.extensions import Extensions
 from cloudcoil_sync.controller._internal.filters import (
     NO_FILTERS,
     Filters,
-    make_filters,
     watch_filters,
 )
-from cloudcoil_sync.controller._internal.indexes import Index, IndexFunction, check_index
 from cloudcoil_sync.controller._internal.registry import Registry
 from cloudcoil_sync.controller._internal.reporting import PassRequest
 from cloudcoil_sync.controller._internal.stages import Cases, Stages, StageScope
@@ -146,17 +145,13 @@ def _check_settings(
             raise ValueError("Controller namespace and all_namespaces are mutually exclusive")
 
 
-class Controller(Generic[T]):
+class Controller(Extensions, Generic[T]):
     """Reconcile one primary kind, with optional child (`owns`) and dependency watches.
 
     Handlers are plain functions taking `(resource)` or `(resource, ctx)`; they may
     block. `reconcile=` is the low-level form: a function of the Request, or a
     `Stages`/`Cases` value. Register everything before the controller runs.
     """
-
-    owned: tuple[Owned, ...]
-    watches: tuple[Watched, ...]
-    indexes: tuple[Index, ...]
 
     def __init__(
         self,
@@ -213,9 +208,8 @@ class Controller(Generic[T]):
         self.report_status = self.registry.report_status
         self.status_updates = _status_updates(status_updates, reconcile, self.report_status)
         self.admission = ScopedAdmission(self.registry.check)
-        self.owned, self.watches, self.indexes = (), (), ()
-        self.filters: Filters = NO_FILTERS  # the primary's events
-        self.on_deleted: Callable[[Any], Any] | None = None
+        self.owned: tuple[Owned, ...] = ()
+        self.watches: tuple[Watched, ...] = ()
         self._runtime: AttachedRuntime | None = None
         self.owns(*owns)
 
@@ -256,22 +250,6 @@ class Controller(Generic[T]):
         if function is not None:
             raise TypeError("Use @controller.otherwise() with parentheses")
         return self.registry.branches.otherwise()
-
-    def deleted(self, function: object = None, /) -> Callable[[F], F]:
-        """A notice once an object is gone, with the last known object: at most once,
-        no finalizer needed (module `deletions`); `(resource)`."""
-        if function is not None:
-            raise TypeError("Use @controller.deleted() with parentheses")
-        self._check_watches()
-
-        def register(handler: F) -> F:
-            require_sync(handler, "deletion handlers")
-            if self.on_deleted is not None:
-                raise ValueError("A deleted handler is already registered")
-            self.on_deleted = handler
-            return handler
-
-        return register
 
     def finalize(self, key: str) -> Callable[[F], F]:
         """Cleanup that must succeed before finalizer `key` (example.com/cleanup) is removed."""
@@ -342,38 +320,6 @@ class Controller(Generic[T]):
         require_sync(mapper, "watch mappers")
         self._check_watches()
         self.watches = (*self.watches, Watched(resource, mapper, filters))
-
-    def filter(
-        self,
-        *,
-        field_selector: str | None = None,
-        changed: str | Iterable[str] = (),
-        when: Callable[[Any, Any], bool] | None = None,
-    ) -> Controller[T]:
-        """Which events of the primary kind start a pass (module `filters`): a
-        `field_selector` sent to the API server; updates must change one of `changed`
-        ("generation", "labels", "annotations") and satisfy `when(old, new)`."""
-        self._check_watches()
-        self.filters = make_filters(field_selector=field_selector, changed=changed, when=when)
-        return self
-
-    def index(self, resource: type[U], name: str, function: IndexFunction | None = None) -> Any:
-        """File the cached objects of a watched kind under `function(obj)`'s values (a
-        string, strings or None), for `cached(Kind).list/keys(index=name, value=...)`;
-        without `function`, a decorator (see `indexes`)."""
-        if function is None:
-
-            def register(function: F) -> F:
-                self.index(resource, name, function)
-                return function
-
-            return register
-        check_index(resource, name, function)
-        self._check_watches()
-        if any(i.resource is resource and i.name == name for i in self.indexes):
-            raise ValueError(f"Index {name!r} on {resource.__name__} is already declared")
-        self.indexes = (*self.indexes, Index(resource, name, function))
-        return self
 
     def _check_watches(self) -> None:
         if self.registry.frozen or self._runtime is not None:

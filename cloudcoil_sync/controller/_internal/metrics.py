@@ -158,6 +158,18 @@ FAMILIES = {
         "cloudcoil_mapper_errors_total",
         "Watch mapper calls that raised (the event was dropped), per controller",
     ),
+    "object_threads": _Family(
+        Gauge,
+        "cloudcoil_object_threads",
+        "Running per-object daemon and timer threads, per controller and handler",
+        ("controller", "handler"),
+    ),
+    "object_handler_errors": _Family(
+        Counter,
+        "cloudcoil_object_handler_errors_total",
+        "Daemon and timer calls that raised, per controller and handler",
+        ("controller", "handler"),
+    ),
     "filtered_events": _Family(
         Counter,
         "cloudcoil_filtered_events_total",
@@ -261,6 +273,8 @@ class OperatorMetrics:
     fenced_passes: Counter
     mapper_errors: Counter
     filtered_events: Counter
+    object_threads: Gauge
+    object_handler_errors: Counter
     queue_depth: Gauge
     queue_adds: Counter
     queue_retries: Counter
@@ -370,6 +384,13 @@ class ControllerMetrics:
     def filtered(self, name: str) -> None:
         """An update a filter dropped (`filters`)."""
         self._metrics.filtered_events.labels(controller=self.name, filter=name).inc()
+
+    def object_threads(self, handler: str, change: int) -> None:
+        """A daemon or timer thread started (+1) or ended (-1) (`daemons`)."""
+        self._metrics.object_threads.labels(controller=self.name, handler=handler).inc(change)
+
+    def object_handler_failed(self, handler: str) -> None:
+        self._metrics.object_handler_errors.labels(controller=self.name, handler=handler).inc()
 
     def worker_started(self) -> None:
         self._active.inc()

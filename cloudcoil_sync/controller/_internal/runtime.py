@@ -31,6 +31,7 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.controller._internal import invalid as rejects
 from cloudcoil_sync.controller._internal.cache import Caches
+from cloudcoil_sync.controller._internal.daemons import ObjectThreads
 from cloudcoil_sync.controller._internal.deletions import DeletionNotices
 from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.filters import EventFilter, Filters
@@ -180,7 +181,26 @@ class ControllerRuntime:
             dependency.add_handler(on_add=handler, on_update=update, on_delete=handler)
         self._add_indexes()
         self.deletions = self._deletions(primary)
+        self.daemons = self._daemons(primary)
         return primary
+
+    def _daemons(self, primary: Informer) -> ObjectThreads | None:
+        specs = self.controller.object_threads
+        if not specs:
+            return None
+        threads = ObjectThreads(
+            self.controller.resource,
+            specs,
+            term=self.term,
+            log=self.log,
+            count=self._metrics.object_threads,
+            failed=self._metrics.object_handler_failed,
+            max_threads=self.controller.max_object_threads,
+        )
+        primary.add_handler(
+            on_add=threads.added, on_update=threads.updated, on_delete=threads.deleted
+        )
+        return threads
 
     def _deletions(self, primary: Informer) -> DeletionNotices | None:
         handler = self.controller.on_deleted
@@ -341,8 +361,9 @@ class ControllerRuntime:
                 return self._running and not self._stopping
             self._running = True
         self._mapped.open()  # every cache a mapper may read has listed
-        if self.deletions is not None:
-            self.deletions.start()
+        for extra in (self.deletions, self.daemons):
+            if extra is not None:
+                extra.start()
         self.workers.start()
         self.log.info("Controller %s is ready", self.name)
         return True
@@ -408,8 +429,9 @@ class ControllerRuntime:
             finished = self.workers.drain(limit) if drain else self.workers.stop(limit)
         else:
             self.queue.shutdown(immediate=True)
-        if self.deletions is not None:
-            finished &= self.deletions.stop(limit)
+        for extra in (self.deletions, self.daemons):
+            if extra is not None:
+                finished &= extra.stop(limit)
         if self._owns_term:
             self.term.end()
             self.term.fence.close(0, cause="shutdown")  # abandoned passes write nothing more

@@ -1,0 +1,121 @@
+"""The parts of a `Controller` definition beyond one reconcile loop: indexes
+(`indexes`), event filters (`filters`), deletion notices (`deletions`), per-object
+daemons and timers (`daemons`). A mixin of `Controller`, kept apart from `definition`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any, Self, TypeVar
+
+from cloudcoil.resources import Resource
+
+from cloudcoil_sync._internal.callables import require_sync
+from cloudcoil_sync.controller._internal.daemons import DEFAULT_MAX_THREADS, Daemon, Timer
+from cloudcoil_sync.controller._internal.filters import NO_FILTERS, Filters, make_filters
+from cloudcoil_sync.controller._internal.indexes import Index, IndexFunction, check_index
+
+__all__ = ["Extensions"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+U = TypeVar("U", bound=Resource)
+
+
+class Extensions:
+    # Immutable defaults, replaced (never mutated) by index(), filter(), deleted(),
+    # daemon() and timer(); `max_object_threads` bounds the daemon and timer threads.
+    indexes: tuple[Index, ...] = ()
+    filters: Filters = NO_FILTERS  # the primary's events
+    on_deleted: Callable[[Any], Any] | None = None
+    object_threads: tuple[Daemon | Timer, ...] = ()  # daemons and timers
+    max_object_threads: int = DEFAULT_MAX_THREADS
+
+    def filter(
+        self,
+        *,
+        field_selector: str | None = None,
+        changed: str | Iterable[str] = (),
+        when: Callable[[Any, Any], bool] | None = None,
+    ) -> Self:
+        """Which events of the primary kind start a pass (module `filters`): a
+        `field_selector` sent to the API server; updates must change one of `changed`
+        ("generation", "labels", "annotations") and satisfy `when(old, new)`."""
+        self._check_watches()
+        self.filters = make_filters(field_selector=field_selector, changed=changed, when=when)
+        return self
+
+    def index(self, resource: type[U], name: str, function: IndexFunction | None = None) -> Any:
+        """File the cached objects of a watched kind under `function(obj)`'s values (a
+        string, strings or None), for `cached(Kind).list/keys(index=name, value=...)`;
+        without `function`, a decorator (see `indexes`)."""
+        if function is None:
+
+            def register(function: F) -> F:
+                self.index(resource, name, function)
+                return function
+
+            return register
+        check_index(resource, name, function)
+        self._check_watches()
+        if any(i.resource is resource and i.name == name for i in self.indexes):
+            raise ValueError(f"Index {name!r} on {resource.__name__} is already declared")
+        self.indexes = (*self.indexes, Index(resource, name, function))
+        return self
+
+    def deleted(self, function: object = None, /) -> Callable[[F], F]:
+        """A notice once an object is gone, with the last known object: at most once,
+        no finalizer needed (module `deletions`); `(resource)`."""
+        if function is not None:
+            raise TypeError("Use @controller.deleted() with parentheses")
+        self._check_watches()
+
+        def register(handler: F) -> F:
+            require_sync(handler, "deletion handlers")
+            if self.on_deleted is not None:
+                raise ValueError("A deleted handler is already registered")
+            self.on_deleted = handler
+            return handler
+
+        return register
+
+    def daemon(self, *, retry: float = 10.0) -> Callable[[F], F]:
+        """A thread per object running `(resource, stop)` while the object exists; `stop`
+        is set on its deletion, leadership loss or shutdown (module `daemons`)."""
+        _positive("retry", retry)
+        return self._object_thread(lambda function: Daemon(function, float(retry)))
+
+    def timer(
+        self, *, interval: float, initial_delay: float = 0.0, idle: float | None = None
+    ) -> Callable[[F], F]:
+        """`(resource)` every `interval` s per object, after `initial_delay`; with `idle`,
+        only once the object has not changed for that long (module `daemons`)."""
+        _positive("interval", interval)
+        _positive("idle", idle)
+        if initial_delay < 0:
+            raise ValueError("initial_delay must not be negative")
+        return self._object_thread(
+            lambda function: Timer(function, float(interval), float(initial_delay), idle)
+        )
+
+    def _object_thread(self, make: Callable[[Any], Daemon | Timer]) -> Callable[[F], F]:
+        self._check_watches()
+
+        def register(function: F) -> F:
+            require_sync(function, "daemons and timers")
+            self.object_threads = (*self.object_threads, make(function))
+            return function
+
+        return register
+
+    def _check_watches(self) -> None:
+        raise NotImplementedError  # the Controller's: refuse once frozen or running
+
+
+def _positive(setting: str, value: float | None) -> None:
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{setting} must be positive")
