@@ -140,6 +140,7 @@ def controller_access(controller: Controller[Any], namespace: str) -> Controller
         watches=tuple(watched.resource for watched in controller.watches),
         events=recorder is not False,
         events_namespace=None if isinstance(recorder, bool) else recorder.namespace,
+        namespaces=controller.namespaces,
     )
 
 

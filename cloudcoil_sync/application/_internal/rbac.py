@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from cloudcoil_sync._internal.names import dns_label
@@ -149,6 +149,7 @@ class ControllerAccess:
     watches: tuple[type[Any], ...] = ()
     events: bool = True
     events_namespace: str | None = None
+    namespaces: tuple[str, ...] = ()  # a list of namespaces: a Role in each, no ClusterRole
 
 
 @dataclass(frozen=True)
@@ -289,7 +290,10 @@ def infer_permissions(
 
     permissions = Permissions()
     for controller in controllers:
-        _controller_grants(permissions, table, controller, namespace)
+        for scoped in [replace(controller, namespace=n) for n in controller.namespaces]:
+            _controller_grants(permissions, table, scoped, namespace)
+        if not controller.namespaces:
+            _controller_grants(permissions, table, controller, namespace)
     for access in accesses:
         api = table.resolve(access.resource)
         if api.scope == "Cluster" and access.namespace is not None:

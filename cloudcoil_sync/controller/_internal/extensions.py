@@ -11,6 +11,7 @@ from typing import Any, Self, TypeVar
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.callables import require_sync
+from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync.controller._internal.daemons import DEFAULT_MAX_THREADS, Daemon, Timer
 from cloudcoil_sync.controller._internal.filters import NO_FILTERS, Filters, make_filters
 from cloudcoil_sync.controller._internal.indexes import Index, IndexFunction, check_index
@@ -29,6 +30,20 @@ class Extensions:
     on_deleted: Callable[[Any], Any] | None = None
     object_threads: tuple[Daemon | Timer, ...] = ()  # daemons and timers
     max_object_threads: int = DEFAULT_MAX_THREADS
+    namespaces: tuple[str, ...] = ()  # watch_namespaces(): one informer per namespace
+
+    def watch_namespaces(self, *namespaces: str) -> Self:
+        """Watch only these namespaces (every namespaced kind of this controller), with a
+        Role in each instead of a ClusterRole (module `scope`)."""
+        self._check_watches()
+        if not namespaces:
+            raise ValueError("watch_namespaces needs at least one namespace")
+        for namespace in namespaces:
+            dns_label(namespace, "Controller namespace")
+        if getattr(self, "namespace", None) or getattr(self, "all_namespaces", False):
+            raise ValueError("watch_namespaces excludes namespace= and all_namespaces=")
+        self.namespaces = tuple(dict.fromkeys(namespaces))
+        return self
 
     def filter(
         self,

@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cloudcoil.resources import Resource
 
@@ -43,6 +43,7 @@ from cloudcoil_sync.controller._internal.mapping import MappedEvents
 from cloudcoil_sync.controller._internal.metrics import ControllerStatus, OperatorMetrics
 from cloudcoil_sync.controller._internal.queue import WorkQueue
 from cloudcoil_sync.controller._internal.reconciler import Reconciler
+from cloudcoil_sync.controller._internal.scope import NamespaceSet, describe
 from cloudcoil_sync.controller._internal.term import Term
 from cloudcoil_sync.controller._internal.triggers import Triggers
 from cloudcoil_sync.controller._internal.types import ResourceKey
@@ -281,6 +282,24 @@ class ControllerRuntime:
         selector: str | None,
         field_selector: str | None = None,
     ) -> Informer:
+        """The pooled informer of that view; with `controller.namespaces`, one per listed
+        namespace for a namespaced kind, seen as one (`scope.NamespaceSet`)."""
+        listed = self.controller.namespaces
+        if listed and self._config.client(resource).mapping.namespaced:
+            parts = {ns: self._pooled(resource, ns, selector, field_selector) for ns in listed}
+            view = cast(Informer, NamespaceSet(parts))  # duck-typed: reads and handlers
+        else:
+            view = self._pooled(resource, namespace, selector, field_selector)
+        self.caches.informers.setdefault(resource, view)
+        return view
+
+    def _pooled(
+        self,
+        resource: type[Resource],
+        namespace: str | None,
+        selector: str | None,
+        field_selector: str | None,
+    ) -> Informer:
         informer = self._pool.informer(
             resource,
             namespace=namespace,
@@ -289,7 +308,6 @@ class ControllerRuntime:
             resync_period=self.controller.resync_period,
             on_failure=self._fail,
         )
-        self.caches.informers.setdefault(resource, informer)
         if informer not in self._all:
             self._all.append(informer)
         return informer
@@ -324,9 +342,19 @@ class ControllerRuntime:
                 raise RuntimeError(f"Controller {self.name} was already started")
             self._started = True
         self._pool.start()
+        self.log.info("Controller %s watches %s", self.name, self._scope())
         if wait:
             self.wait_synced()
             self.start_workers()
+
+    def _scope(self) -> str:
+        return describe(
+            self.controller.resource.__name__,
+            namespaced=self._mapping.namespaced,
+            namespaces=self.controller.namespaces or (self.primary_scope or "",),
+            label_selector=self.controller.label_selector,
+            field_selector=self.controller.filters.field_selector,
+        )
 
     def wait_synced(self, timeout: float | None = None) -> None:
         """Block until every informer listed (default `sync_timeout`); nothing else.
