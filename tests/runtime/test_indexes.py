@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Secret
+from waiting import wait_until
 
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.controller import Controller, ResourceKey
@@ -65,7 +66,7 @@ def test_a_mapper_finds_referencing_primaries_through_an_index(
     cached = controller.cached(Widget)
     api = widgets.client(Widget).raw
     api.merge_patch("w2", {"metadata": {"labels": {"config": "b"}}})
-    assert calls.wait(
+    assert wait_until(
         lambda: (
             cached.keys(index="config", value="default/b")
             == [
@@ -76,7 +77,7 @@ def test_a_mapper_finds_referencing_primaries_through_an_index(
     )
     assert cached.keys(index="config", value="default/a") == [ResourceKey("w1", "default")]
     api.delete("w3")
-    assert calls.wait(
+    assert wait_until(
         lambda: cached.keys(index="config", value="default/b") == [ResourceKey("w2", "default")]
     )
     assert cached.keys(index="config", value="default/b", namespace="other") == []

@@ -141,6 +141,7 @@ def controller_access(controller: Controller[Any], namespace: str) -> Controller
         events=recorder is not False,
         events_namespace=None if isinstance(recorder, bool) else recorder.namespace,
         namespaces=controller.namespaces,
+        namespace_selector=controller.namespace_selector,
     )
 
 

@@ -31,11 +31,21 @@ class Extensions:
     object_threads: tuple[Daemon | Timer, ...] = ()  # daemons and timers
     max_object_threads: int = DEFAULT_MAX_THREADS
     namespaces: tuple[str, ...] = ()  # watch_namespaces(): one informer per namespace
+    namespace_selector: str | None = None  # watch_namespaces(selector=): while running
 
-    def watch_namespaces(self, *namespaces: str) -> Self:
+    def watch_namespaces(self, *namespaces: str, selector: str | None = None) -> Self:
         """Watch only these namespaces (every namespaced kind of this controller), with a
-        Role in each instead of a ClusterRole (module `scope`)."""
+        Role in each instead of a ClusterRole (module `scope`); or, with `selector`, the
+        namespaces with those labels, joining and leaving while running (module
+        `namespaces`: RBAC is then a ClusterRole)."""
         self._check_watches()
+        if selector is not None:
+            if namespaces or not isinstance(selector, str) or not selector.strip():
+                raise ValueError("watch_namespaces takes namespaces or a non-empty selector")
+            if getattr(self, "namespace", None) or getattr(self, "all_namespaces", False):
+                raise ValueError("watch_namespaces excludes namespace= and all_namespaces=")
+            self.namespace_selector = selector
+            return self
         if not namespaces:
             raise ValueError("watch_namespaces needs at least one namespace")
         for namespace in namespaces:

@@ -26,21 +26,25 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from cloudcoil.models.kubernetes.core.v1 import Namespace
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.controller._internal import invalid as rejects
+from cloudcoil_sync.controller._internal.additions import (
+    add_indexes,
+    deletion_notices,
+    object_threads,
+)
 from cloudcoil_sync.controller._internal.cache import Caches
-from cloudcoil_sync.controller._internal.daemons import ObjectThreads
-from cloudcoil_sync.controller._internal.deletions import DeletionNotices
 from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.filters import EventFilter, Filters
 from cloudcoil_sync.controller._internal.handling import PassHandler
-from cloudcoil_sync.controller._internal.indexes import IndexValues
 from cloudcoil_sync.controller._internal.informer import Informer
 from cloudcoil_sync.controller._internal.informer_pool import InformerPool
 from cloudcoil_sync.controller._internal.mapping import MappedEvents
 from cloudcoil_sync.controller._internal.metrics import ControllerStatus, OperatorMetrics
+from cloudcoil_sync.controller._internal.namespaces import NamespaceSelection
 from cloudcoil_sync.controller._internal.queue import WorkQueue
 from cloudcoil_sync.controller._internal.reconciler import Reconciler
 from cloudcoil_sync.controller._internal.scope import NamespaceSet, describe
@@ -151,6 +155,8 @@ class ControllerRuntime:
     def _wire_informers(self) -> Informer:
         """Register the handlers that turn events into keys; the primary informer."""
         controller, shard = self.controller, self._shard
+        self._views: list[NamespaceSet] = []  # selected namespaces' informers (not pooled)
+        self._selection: NamespaceSelection | None = None
         narrow = shard.selector if shard is not None else lambda base: base
         primary = self._informer(
             controller.resource,
@@ -180,38 +186,10 @@ class ControllerRuntime:
             handler = self._mapped.handler(kind, watched.mapper)
             update = self._filter(kind, filters, prefix=f"{kind.__name__}:").update(handler)
             dependency.add_handler(on_add=handler, on_update=update, on_delete=handler)
-        self._add_indexes()
-        self.deletions = self._deletions(primary)
-        self.daemons = self._daemons(primary)
+        add_indexes(controller, self.caches.informers, self.name)
+        self.deletions = deletion_notices(controller, primary, self.term, self.log, self.name)
+        self.daemons = object_threads(controller, primary, self.term, self.log, self._metrics)
         return primary
-
-    def _daemons(self, primary: Informer) -> ObjectThreads | None:
-        specs = self.controller.object_threads
-        if not specs:
-            return None
-        threads = ObjectThreads(
-            self.controller.resource,
-            specs,
-            term=self.term,
-            log=self.log,
-            count=self._metrics.object_threads,
-            failed=self._metrics.object_handler_failed,
-            max_threads=self.controller.max_object_threads,
-        )
-        primary.add_handler(
-            on_add=threads.added, on_update=threads.updated, on_delete=threads.deleted
-        )
-        return threads
-
-    def _deletions(self, primary: Informer) -> DeletionNotices | None:
-        handler = self.controller.on_deleted
-        if handler is None:
-            return None
-        notices = DeletionNotices(
-            self.controller.resource, handler, term=self.term, log=self.log, name=self.name
-        )
-        primary.add_handler(on_delete=notices.deleted)
-        return notices
 
     def _filter(self, kind: type[Resource], filters: Filters, *, prefix: str = "") -> EventFilter:
         primary = not prefix
@@ -223,15 +201,6 @@ class ControllerRuntime:
             prefix=prefix,
             status_only_dropped=primary and not self.controller.status_updates,
         )
-
-    def _add_indexes(self) -> None:
-        for index in self.controller.indexes:
-            if index.resource not in self.caches.informers:
-                raise ValueError(
-                    f"Index {index.name!r}: {index.resource.__name__} is not watched by "
-                    f"controller {self.name} (declare it as primary, owns or watch)"
-                )
-            self.caches.informers[index.resource].store.add_indexer(index.name, IndexValues(index))
 
     def _pass_machinery(self) -> tuple[Reconciler[Any], Workers]:
         """The reconciler (the definition's `PassHandler`, persistence) and its workers."""
@@ -284,10 +253,24 @@ class ControllerRuntime:
     ) -> Informer:
         """The pooled informer of that view; with `controller.namespaces`, one per listed
         namespace for a namespaced kind, seen as one (`scope.NamespaceSet`)."""
-        listed = self.controller.namespaces
-        if listed and self._config.client(resource).mapping.namespaced:
+        listed, chosen = self.controller.namespaces, self.controller.namespace_selector
+        mapping = self._config.client(resource).mapping
+        if chosen and mapping.namespaced:
+            if self._selection is None:
+                namespaces = self._pooled(Namespace, None, chosen, None)
+                self._selection = NamespaceSelection(namespaces, chosen, self.log)
+            selected = self._selection.scope(
+                self._config.client(resource),
+                (selector, field_selector),
+                resync_period=self.controller.resync_period,
+                on_failure=self._fail,
+            )
+            self._views.append(selected)
+            view = cast(Informer, selected)
+        elif listed and mapping.namespaced:
             parts = {ns: self._pooled(resource, ns, selector, field_selector) for ns in listed}
-            view = cast(Informer, NamespaceSet(parts))  # duck-typed: reads and handlers
+            name = f"{mapping.plural}@{','.join(listed)}"
+            view = cast(Informer, NamespaceSet(parts, name=name))  # duck-typed: reads, handlers
         else:
             view = self._pooled(resource, namespace, selector, field_selector)
         self.caches.informers.setdefault(resource, view)
@@ -354,6 +337,7 @@ class ControllerRuntime:
             namespaces=self.controller.namespaces or (self.primary_scope or "",),
             label_selector=self.controller.label_selector,
             field_selector=self.controller.filters.field_selector,
+            namespace_selector=self.controller.namespace_selector,
         )
 
     def wait_synced(self, timeout: float | None = None) -> None:
@@ -366,7 +350,8 @@ class ControllerRuntime:
             raise RuntimeError("start() the controller before waiting for it")
         limit = self.controller.sync_timeout if timeout is None else timeout
         give_up = time.monotonic() + limit
-        for informer in self._all:
+        informers: list[Informer | NamespaceSet] = [*self._all, *self._views]
+        for informer in informers:
             if not informer.wait_synced(max(0.0, give_up - time.monotonic())):
                 if self._fatal is not None:
                     raise self._fatal
@@ -409,7 +394,7 @@ class ControllerRuntime:
     @property
     def synced(self) -> bool:
         """Every informer of this controller completed its first list."""
-        return all(informer.synced for informer in self._all)
+        return all(i.synced for i in self._all) and all(v.synced for v in self._views)
 
     @property
     def ready(self) -> bool:
@@ -457,7 +442,7 @@ class ControllerRuntime:
             finished = self.workers.drain(limit) if drain else self.workers.stop(limit)
         else:
             self.queue.shutdown(immediate=True)
-        for extra in (self.deletions, self.daemons):
+        for extra in (self.deletions, self.daemons, self._selection):
             if extra is not None:
                 finished &= extra.stop(limit)
         if self._owns_term:
