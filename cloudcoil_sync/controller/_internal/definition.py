@@ -408,7 +408,7 @@ class Controller(Extensions, Generic[T]):
 
     def cached(self, resource: type[U]) -> Any:
         """Cached reads of a declared kind (for mappers); needs a running controller."""
-        if resource not in self.kinds:
+        if resource not in self.kinds and resource not in self.dynamic_kinds:
             raise ValueError(f"{resource.__name__} is not initialized; declare a watch first")
         if self._runtime is None:
             raise RuntimeError(

@@ -13,7 +13,12 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync._internal.callables import require_sync
 from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync.controller._internal.daemons import DEFAULT_MAX_THREADS, Daemon, Timer
-from cloudcoil_sync.controller._internal.filters import NO_FILTERS, Filters, make_filters
+from cloudcoil_sync.controller._internal.filters import (
+    NO_FILTERS,
+    Filters,
+    make_filters,
+    watch_filters,
+)
 from cloudcoil_sync.controller._internal.indexes import Index, IndexFunction, check_index
 
 __all__ = ["Extensions"]
@@ -32,6 +37,39 @@ class Extensions:
     max_object_threads: int = DEFAULT_MAX_THREADS
     namespaces: tuple[str, ...] = ()  # watch_namespaces(): one informer per namespace
     namespace_selector: str | None = None  # watch_namespaces(selector=): while running
+    dynamic_kinds: tuple[type[Resource], ...] = ()  # may_watch(): watched while running
+
+    def may_watch(self, *resources: type[Resource]) -> Self:
+        """Declare kinds `start_watching` may watch while running (RBAC: read access)."""
+        self._check_watches()
+        for resource in resources:
+            if not isinstance(resource, type) or not issubclass(resource, Resource):
+                raise TypeError(f"may_watch expects Resource classes, got {resource!r}")
+        self.dynamic_kinds = tuple(dict.fromkeys((*self.dynamic_kinds, *resources)))
+        return self
+
+    def start_watching(
+        self, resource: type[Resource], *, mapper: Callable[[Any], Any], **filters: Any
+    ) -> None:
+        """While running: watch a kind declared with `may_watch`, mapping its events with
+        `mapper` (the `watch` filters apply; module `dynamic`)."""
+        if resource not in self.dynamic_kinds:
+            raise ValueError(
+                f"{getattr(resource, '__name__', resource)} was not declared with "
+                "may_watch(): its RBAC is generated before the operator runs"
+            )
+        require_sync(mapper, "watch mappers")
+        self._running_dynamic().start(resource, mapper, watch_filters(filters))
+
+    def stop_watching(self, resource: type[Resource]) -> None:
+        """While running: stop a watch `start_watching` started and drop its cache."""
+        self._running_dynamic().stop(resource)
+
+    def _running_dynamic(self) -> Any:
+        dynamic = getattr(getattr(self, "runtime", None), "dynamic", None)
+        if dynamic is None:
+            raise RuntimeError("start_watching and stop_watching need a running controller")
+        return dynamic
 
     def watch_namespaces(self, *namespaces: str, selector: str | None = None) -> Self:
         """Watch only these namespaces (every namespaced kind of this controller), with a

@@ -37,6 +37,7 @@ from cloudcoil_sync.controller._internal.additions import (
     object_threads,
 )
 from cloudcoil_sync.controller._internal.cache import Caches
+from cloudcoil_sync.controller._internal.dynamic import DynamicWatches
 from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.filters import EventFilter, Filters
 from cloudcoil_sync.controller._internal.handling import PassHandler
@@ -189,6 +190,18 @@ class ControllerRuntime:
         add_indexes(controller, self.caches.informers, self.name)
         self.deletions = deletion_notices(controller, primary, self.term, self.log, self.name)
         self.daemons = object_threads(controller, primary, self.term, self.log, self._metrics)
+        self.dynamic = DynamicWatches(
+            self._config,
+            self.caches.informers,
+            namespace=self.primary_scope,
+            resync_period=controller.resync_period,
+            handler=self._mapped.handler,
+            event_filter=lambda kind, filters: self._filter(
+                kind, filters, prefix=f"{kind.__name__}:"
+            ),
+            on_failure=self._fail,
+            log=self.log,
+        )
         return primary
 
     def _filter(self, kind: type[Resource], filters: Filters, *, prefix: str = "") -> EventFilter:
@@ -445,6 +458,7 @@ class ControllerRuntime:
         for extra in (self.deletions, self.daemons, self._selection):
             if extra is not None:
                 finished &= extra.stop(limit)
+        finished &= self.dynamic.stop_all(limit)
         if self._owns_term:
             self.term.end()
             self.term.fence.close(0, cause="shutdown")  # abandoned passes write nothing more
