@@ -181,9 +181,11 @@ def controller_access(controller: Controller[Any], namespace: str) -> Controller
         resource=controller.resource,
         namespace=controller.watched_namespace(namespace),
         owns=tuple((owned.resource, owned.prune) for owned in controller.owned),
-        watches=tuple(watched.resource for watched in controller.watches),
+        watches=(*(w.resource for w in controller.watches), *controller.dynamic_kinds),
         events=recorder is not False,
         events_namespace=None if isinstance(recorder, bool) else recorder.namespace,
+        namespaces=controller.namespaces,
+        namespace_selector=controller.namespace_selector,
     )
 
 

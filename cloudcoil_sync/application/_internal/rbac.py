@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from cloudcoil_sync._internal.names import dns_label
@@ -150,6 +150,8 @@ class ControllerAccess:
     watches: tuple[type[Any], ...] = ()
     events: bool = True
     events_namespace: str | None = None
+    namespaces: tuple[str, ...] = ()  # a list of namespaces: a Role in each, no ClusterRole
+    namespace_selector: str | None = None  # selected namespaces: a ClusterRole
 
 
 @dataclass(frozen=True)
@@ -290,7 +292,8 @@ def infer_permissions(
 
     permissions = Permissions()
     for controller in controllers:
-        _controller_grants(permissions, table, controller, namespace)
+        for scoped in _scoped(controller):
+            _controller_grants(permissions, table, scoped, namespace)
     for access in accesses:
         api = table.resolve(access.resource)
         if api.scope == "Cluster" and access.namespace is not None:
@@ -321,10 +324,20 @@ def infer_permissions(
     return permissions
 
 
+def _scoped(controller: ControllerAccess) -> list[ControllerAccess]:
+    """One access per listed namespace (a Role in each); every namespace (a ClusterRole)
+    when a selector picks them while running, plus reading the namespaces."""
+    if controller.namespace_selector is not None:
+        return [replace(controller, namespace=None)]
+    return [replace(controller, namespace=n) for n in controller.namespaces] or [controller]
+
+
 def _controller_grants(
     permissions: Permissions, table: IdentityTable, controller: ControllerAccess, namespace: str
 ) -> None:
     primary = table.resolve(controller.resource)
+    if controller.namespace_selector is not None:
+        permissions.grant(ApiIdentity("", "namespaces", "Cluster"), ("list", "watch"), None)
     watched = controller.namespace
     if watched is not None:
         dns_label(watched, "Controller namespace")

@@ -19,6 +19,12 @@ from cloudcoil_sync._internal.callables import require_sync
 from cloudcoil_sync._internal.names import dns_label
 from cloudcoil_sync.admission._internal.routes import Route, ScopedAdmission
 from cloudcoil_sync.controller._internal.change_api import ChangeAPI
+from cloudcoil_sync.controller._internal.extensions import Extensions
+from cloudcoil_sync.controller._internal.filters import (
+    NO_FILTERS,
+    Filters,
+    watch_filters,
+)
 from cloudcoil_sync.controller._internal.progress import ProgressStorage
 from cloudcoil_sync.controller._internal.registry import Registry, positive
 from cloudcoil_sync.controller._internal.reporting import PassRequest
@@ -59,6 +65,7 @@ class Watched:
 
     resource: type[Resource]
     mapper: Mapper
+    filters: Filters = NO_FILTERS
 
 
 class AttachedRuntime(Protocol):
@@ -130,7 +137,7 @@ def _check_settings(
             raise ValueError("Controller namespace and all_namespaces are mutually exclusive")
 
 
-class Controller(ChangeAPI, Generic[T]):
+class Controller(ChangeAPI, Extensions, Generic[T]):
     """Reconcile one primary kind, with optional child (`owns`) and dependency watches.
 
     Handlers are plain functions taking `(resource)` or `(resource, ctx)`; they may
@@ -275,34 +282,36 @@ class Controller(ChangeAPI, Generic[T]):
         return self
 
     @overload
-    def watch(self, resource: type[U], *, mapper: Mapper) -> Controller[T]: ...
+    def watch(self, resource: type[U], *, mapper: Mapper, **filters: Any) -> Controller[T]: ...
 
     @overload
-    def watch(self, resource: type[U]) -> Callable[[F], F]: ...
+    def watch(self, resource: type[U], **filters: Any) -> Callable[[F], F]: ...
 
     def watch(
-        self, resource: type[U], *, mapper: Mapper | None = None
+        self, resource: type[U], *, mapper: Mapper | None = None, **filters: Any
     ) -> Controller[T] | Callable[[F], F]:
         """Map events of a dependency kind to primary keys with a plain function.
 
         `mapper(obj)` gets a copy of the object (old and new on updates) and returns
-        an iterable of `ResourceKey`.
+        an iterable of `ResourceKey`. `filters`: `label_selector`, `field_selector`,
+        `changed`, `when`, as `filter()` (module `filters`).
         """
         _require_resource(resource, "watch")
+        checked = watch_filters(filters)
         if mapper is not None:
-            self._add_watch(resource, mapper)
+            self._add_watch(resource, mapper, checked)
             return self
 
         def register(function: F) -> F:
-            self._add_watch(resource, function)
+            self._add_watch(resource, function, checked)
             return function
 
         return register
 
-    def _add_watch(self, resource: type[Resource], mapper: Mapper) -> None:
+    def _add_watch(self, resource: type[Resource], mapper: Mapper, filters: Filters) -> None:
         require_sync(mapper, "watch mappers")
         self._check_watches()
-        self.watches = (*self.watches, Watched(resource, mapper))
+        self.watches = (*self.watches, Watched(resource, mapper, filters))
 
     def _check_watches(self) -> None:
         if self.registry.frozen or self._runtime is not None:
@@ -391,7 +400,7 @@ class Controller(ChangeAPI, Generic[T]):
 
     def cached(self, resource: type[U]) -> Any:
         """Cached reads of a declared kind (for mappers); needs a running controller."""
-        if resource not in self.kinds:
+        if resource not in self.kinds and resource not in self.dynamic_kinds:
             raise ValueError(f"{resource.__name__} is not initialized; declare a watch first")
         if self._runtime is None:
             raise RuntimeError(

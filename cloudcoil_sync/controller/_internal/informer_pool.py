@@ -23,11 +23,12 @@ if TYPE_CHECKING:
 
 __all__ = ["InformerPool"]
 
-InformerKey = tuple[str, str, str | None, str | None]  # (group, plural, namespace, selector)
+# (group, plural, namespace, label selector, field selector)
+InformerKey = tuple[str, str, str | None, str | None, str | None]
 
 
 class InformerPool:
-    """Informers of one Config shared by (kind, namespace, label selector).
+    """Informers of one Config shared by (kind, namespace, label and field selectors).
 
     The first request for a view fixes its resync period. Failure callbacks of every
     requester are called when that informer dies; `on_synced` each time one of them
@@ -59,6 +60,7 @@ class InformerPool:
         *,
         namespace: str | None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         resync_period: float = 300.0,
         on_failure: Callable[[BaseException], None] | None = None,
     ) -> Informer:
@@ -66,15 +68,22 @@ class InformerPool:
         client = self.config.client(resource)
         mapping = client.mapping
         scope = namespace if mapping.namespaced else None
-        key: InformerKey = (mapping.group, mapping.plural, scope, label_selector or None)
+        selectors = (label_selector or None, field_selector or None)
+        key: InformerKey = (mapping.group, mapping.plural, scope, *selectors)
         with self._lock:
             informer = self._informers.get(key)
             if informer is None:
-                source = ClientListWatch(client, namespace=scope, label_selector=label_selector)
+                source = ClientListWatch(
+                    client,
+                    namespace=scope,
+                    label_selector=selectors[0],
+                    field_selector=selectors[1],
+                )
                 label = mapping.plural + (f"@{scope}" if scope else "")
+                query = "&".join(s for s in selectors if s)
                 informer = self._new_informer(
                     source,
-                    name=label + (f"?{label_selector}" if label_selector else ""),
+                    name=label + (f"?{query}" if query else ""),
                     resync_period=resync_period,
                     on_failure=lambda error, key=key: self._failed(key, error),  # type: ignore[misc]
                     on_synced=self._on_synced,

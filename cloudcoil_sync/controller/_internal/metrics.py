@@ -164,6 +164,24 @@ FAMILIES = {
         "cloudcoil_mapper_errors_total",
         "Watch mapper calls that raised (the event was dropped), per controller",
     ),
+    "object_threads": _Family(
+        Gauge,
+        "cloudcoil_object_threads",
+        "Running per-object daemon and timer threads, per controller and handler",
+        ("controller", "handler"),
+    ),
+    "object_handler_errors": _Family(
+        Counter,
+        "cloudcoil_object_handler_errors_total",
+        "Daemon and timer calls that raised, per controller and handler",
+        ("controller", "handler"),
+    ),
+    "filtered_events": _Family(
+        Counter,
+        "cloudcoil_filtered_events_total",
+        "Updates a controller's filters dropped (the passes they saved), per controller and filter",
+        ("controller", "filter"),
+    ),
     "queue_depth": _Family(
         Gauge, "workqueue_depth", "Current depth of workqueue", ("name", "controller", "priority")
     ),
@@ -260,6 +278,9 @@ class OperatorMetrics:
     fenced_passes: Counter
     pass_causes: Counter
     mapper_errors: Counter
+    filtered_events: Counter
+    object_threads: Gauge
+    object_handler_errors: Counter
     queue_depth: Gauge
     queue_adds: Counter
     queue_retries: Counter
@@ -373,6 +394,15 @@ class ControllerMetrics:
 
     def mapper_failed(self) -> None:
         self._metrics.mapper_errors.labels(controller=self.name).inc()
+
+    def filtered(self, name: str) -> None:
+        self._metrics.filtered_events.labels(controller=self.name, filter=name).inc()
+
+    def object_threads(self, handler: str, change: int) -> None:
+        self._metrics.object_threads.labels(controller=self.name, handler=handler).inc(change)
+
+    def object_handler_failed(self, handler: str) -> None:
+        self._metrics.object_handler_errors.labels(controller=self.name, handler=handler).inc()
 
     def worker_started(self) -> None:
         self._active.inc()

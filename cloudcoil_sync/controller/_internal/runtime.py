@@ -24,23 +24,33 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from cloudcoil.models.kubernetes.core.v1 import Namespace
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.service import ExitCallback
 from cloudcoil_sync.controller._internal import invalid as rejects
+from cloudcoil_sync.controller._internal.additions import (
+    add_indexes,
+    deletion_notices,
+    object_threads,
+)
 from cloudcoil_sync.controller._internal.cache import Caches
 from cloudcoil_sync.controller._internal.causes import ENQUEUE, TAKEOVER
+from cloudcoil_sync.controller._internal.dynamic import DynamicWatches
 from cloudcoil_sync.controller._internal.echoes import Echoes
 from cloudcoil_sync.controller._internal.events import recorder_for
+from cloudcoil_sync.controller._internal.filters import EventFilter, Filters
 from cloudcoil_sync.controller._internal.handling import PassHandler
 from cloudcoil_sync.controller._internal.informer import Informer
 from cloudcoil_sync.controller._internal.informer_pool import InformerPool
 from cloudcoil_sync.controller._internal.mapping import MappedEvents
 from cloudcoil_sync.controller._internal.metrics import ControllerStatus, OperatorMetrics
+from cloudcoil_sync.controller._internal.namespaces import NamespaceSelection
 from cloudcoil_sync.controller._internal.queue import WorkQueue
 from cloudcoil_sync.controller._internal.reconciler import Reconciler
+from cloudcoil_sync.controller._internal.scope import NamespaceSet, describe
 from cloudcoil_sync.controller._internal.term import Term
 from cloudcoil_sync.controller._internal.triggers import Triggers
 from cloudcoil_sync.controller._internal.types import ResourceKey
@@ -151,18 +161,23 @@ class ControllerRuntime:
     def _wire_informers(self) -> Informer:
         """Register the handlers that turn events into keys; the primary informer."""
         controller, shard = self.controller, self._shard
+        self._views: list[NamespaceSet] = []  # selected namespaces' informers (not pooled)
+        self._selection: NamespaceSelection | None = None
         narrow = shard.selector if shard is not None else lambda base: base
         primary = self._informer(
             controller.resource,
             controller.watched_namespace(self._config.namespace),
             narrow(controller.label_selector),
+            controller.filters.field_selector,
         )
         if shard is not None:
             shard.count(primary)
         triggers = self.triggers
         primary.add_handler(
             on_add=triggers.primary,
-            on_update=triggers.primary_update,
+            on_update=self._filter(controller.resource, controller.filters).update(
+                triggers.primary_update
+            ),
             on_delete=triggers.primary_deleted,
         )
         registry = controller.registry  # raw event handlers, delete handlers' last objects
@@ -174,10 +189,38 @@ class ControllerRuntime:
             child = self._informer(owned.resource, scope, narrow(None))
             child.add_handler(**triggers.child_handlers(owned.resource.gvk().kind))
         for watched in controller.watches:
-            dependency = self._informer(watched.resource, scope, None)
-            handler = self._mapped.handler(watched.resource, watched.mapper)  # names the cause
-            dependency.add_handler(on_add=handler, on_update=handler, on_delete=handler)
+            kind, filters = watched.resource, watched.filters
+            dependency = self._informer(kind, scope, filters.label_selector, filters.field_selector)
+            handler = self._mapped.handler(kind, watched.mapper)  # names the cause
+            update = self._filter(kind, filters, prefix=f"{kind.__name__}:").update(handler)
+            dependency.add_handler(on_add=handler, on_update=update, on_delete=handler)
+        add_indexes(controller, self.caches.informers, self.name)
+        self.deletions = deletion_notices(controller, primary, self.term, self.log, self.name)
+        self.daemons = object_threads(controller, primary, self.term, self.log, self._metrics)
+        self.dynamic = DynamicWatches(
+            self._config,
+            self.caches.informers,
+            namespace=self.primary_scope,
+            resync_period=controller.resync_period,
+            handler=self._mapped.handler,
+            event_filter=lambda kind, filters: self._filter(
+                kind, filters, prefix=f"{kind.__name__}:"
+            ),
+            on_failure=self._fail,
+            log=self.log,
+        )
         return primary
+
+    def _filter(self, kind: type[Resource], filters: Filters, *, prefix: str = "") -> EventFilter:
+        primary = not prefix
+        return EventFilter(
+            kind,
+            filters,
+            count=self._metrics.filtered,
+            log=self.log,
+            prefix=prefix,
+            status_only_dropped=primary and not self.controller.status_updates,
+        )
 
     def _pass_machinery(self) -> tuple[Reconciler[Any], Workers]:
         """The reconciler (the definition's `PassHandler`, persistence) and its workers."""
@@ -227,16 +270,52 @@ class ControllerRuntime:
         return self.controller.watched_namespace(self._config.namespace)
 
     def _informer(
-        self, resource: type[Resource], namespace: str | None, selector: str | None
+        self,
+        resource: type[Resource],
+        namespace: str | None,
+        selector: str | None,
+        field_selector: str | None = None,
+    ) -> Informer:
+        """The pooled informer of that view; with `controller.namespaces`, one per listed
+        namespace for a namespaced kind, seen as one (`scope.NamespaceSet`)."""
+        listed, chosen = self.controller.namespaces, self.controller.namespace_selector
+        mapping = self._config.client(resource).mapping
+        if chosen and mapping.namespaced:
+            if self._selection is None:
+                namespaces = self._pooled(Namespace, None, chosen, None)
+                self._selection = NamespaceSelection(namespaces, chosen, self.log)
+            selected = self._selection.scope(
+                self._config.client(resource),
+                (selector, field_selector),
+                resync_period=self.controller.resync_period,
+                on_failure=self._fail,
+            )
+            self._views.append(selected)
+            view = cast(Informer, selected)
+        elif listed and mapping.namespaced:
+            parts = {ns: self._pooled(resource, ns, selector, field_selector) for ns in listed}
+            name = f"{mapping.plural}@{','.join(listed)}"
+            view = cast(Informer, NamespaceSet(parts, name=name))  # duck-typed: reads, handlers
+        else:
+            view = self._pooled(resource, namespace, selector, field_selector)
+        self.caches.informers.setdefault(resource, view)
+        return view
+
+    def _pooled(
+        self,
+        resource: type[Resource],
+        namespace: str | None,
+        selector: str | None,
+        field_selector: str | None,
     ) -> Informer:
         informer = self._pool.informer(
             resource,
             namespace=namespace,
             label_selector=selector,
+            field_selector=field_selector,
             resync_period=self.controller.resync_period,
             on_failure=self._fail,
         )
-        self.caches.informers.setdefault(resource, informer)
         if informer not in self._all:
             self._all.append(informer)
         return informer
@@ -271,9 +350,20 @@ class ControllerRuntime:
                 raise RuntimeError(f"Controller {self.name} was already started")
             self._started = True
         self._pool.start()
+        self.log.info("Controller %s watches %s", self.name, self._scope())
         if wait:
             self.wait_synced()
             self.start_workers()
+
+    def _scope(self) -> str:
+        return describe(
+            self.controller.resource.__name__,
+            namespaced=self._mapping.namespaced,
+            namespaces=self.controller.namespaces or (self.primary_scope or "",),
+            label_selector=self.controller.label_selector,
+            field_selector=self.controller.filters.field_selector,
+            namespace_selector=self.controller.namespace_selector,
+        )
 
     def wait_synced(self, timeout: float | None = None) -> None:
         """Block until every informer listed (default `sync_timeout`); nothing else.
@@ -285,7 +375,8 @@ class ControllerRuntime:
             raise RuntimeError("start() the controller before waiting for it")
         limit = self.controller.sync_timeout if timeout is None else timeout
         give_up = time.monotonic() + limit
-        for informer in self._all:
+        informers: list[Informer | NamespaceSet] = [*self._all, *self._views]
+        for informer in informers:
             if not informer.wait_synced(max(0.0, give_up - time.monotonic())):
                 if self._fatal is not None:
                     raise self._fatal
@@ -310,6 +401,9 @@ class ControllerRuntime:
         self._mapped.open()  # every cache a mapper may read has listed
         if self.term.elected:  # the keys listed while standing by: run for the takeover
             self.queue.note_pending(TAKEOVER)
+        for extra in (self.deletions, self.daemons):
+            if extra is not None:
+                extra.start()
         self.workers.start()
         self.log.info("Controller %s is ready", self.name)
         return True
@@ -327,7 +421,7 @@ class ControllerRuntime:
     @property
     def synced(self) -> bool:
         """Every informer of this controller completed its first list."""
-        return all(informer.synced for informer in self._all)
+        return all(i.synced for i in self._all) and all(v.synced for v in self._views)
 
     @property
     def ready(self) -> bool:
@@ -375,6 +469,10 @@ class ControllerRuntime:
             finished = self.workers.drain(limit) if drain else self.workers.stop(limit)
         else:
             self.queue.shutdown(immediate=True)
+        for extra in (self.deletions, self.daemons, self._selection):
+            if extra is not None:
+                finished &= extra.stop(limit)
+        finished &= self.dynamic.stop_all(limit)
         if self._owns_term:
             self.term.end()
             self.term.fence.close(0, cause="shutdown")  # abandoned passes write nothing more

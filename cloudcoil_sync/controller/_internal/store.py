@@ -78,17 +78,47 @@ class Store:
     def by_index(self, index: str, value: str) -> builtins.list[JSON]:
         """Fresh dicts of the objects whose indexer `index` produced `value`."""
         with self._lock:
+            blobs = [self._objects[key] for key in self.index_keys(index, value)]
+        return [decode(data) for data in blobs]
+
+    def index_keys(self, index: str, value: str) -> builtins.list[ObjectKey]:
+        """The keys of the objects whose indexer `index` produced `value` (sorted)."""
+        with self._lock:
             if index not in self._indexes:
                 raise KeyError(f"No index named {index!r}")
-            blobs = [self._objects[key] for key in self._indexes[index].get(value, ())]
-        return [decode(data) for data in blobs]
+            return sorted(self._indexes[index].get(value, ()))
+
+    def indexes(self) -> builtins.list[str]:
+        with self._lock:
+            return sorted(self._indexers)
+
+    def add_indexer(self, name: str, func: IndexFunc) -> None:
+        """Add an index at any time (the objects held are filed at once); adding the same
+        (equal) function again is a no-op, another function under that name a ValueError."""
+        with self._lock:
+            if name in self._indexers:
+                if self._indexers[name] == func:
+                    return
+                raise ValueError(f"An index named {name!r} is already defined on this cache")
+            # Copy on write: put/replace compute values outside the lock and recheck.
+            self._indexers = {**self._indexers, name: func}
+            self._indexes[name] = {}
+            for key, data in self._objects.items():
+                values = [(name, value) for value in func(decode(data))]
+                if values:
+                    self._filed[key] = self._filed.get(key, []) + values
+                    for _, value in values:
+                        self._indexes[name].setdefault(value, set()).add(key)
 
     def put(self, obj: JSON) -> bytes | None:
         """Insert or replace; return the previous object's JSON under that key."""
         key = object_key(obj)
         data = encode(obj)
-        filed = self._file_values(obj)
+        indexers = self._indexers
+        filed = self._file_values(obj, indexers)
         with self._lock:
+            if indexers is not self._indexers:  # an index was added meanwhile
+                filed = self._file_values(obj, self._indexers)
             old = self._objects.get(key)
             self._unindex(key)
             self._objects[key] = data
@@ -110,11 +140,14 @@ class Store:
         """
         fresh: dict[ObjectKey, bytes] = {}
         filed: dict[ObjectKey, builtins.list[tuple[str, str]]] = {}
+        indexers = self._indexers
         for obj in objects:
             key = object_key(obj)
             fresh[key] = encode(obj)
-            filed[key] = self._file_values(obj)
+            filed[key] = self._file_values(obj, indexers)
         with self._lock:
+            if indexers is not self._indexers:  # an index was added meanwhile
+                filed = {k: self._file_values(decode(d), self._indexers) for k, d in fresh.items()}
             old = self._objects
             self._objects = fresh
             self._indexes = {name: {} for name in self._indexers}
@@ -123,8 +156,11 @@ class Store:
                 self._index(key, values)
             return old, fresh
 
-    def _file_values(self, obj: JSON) -> builtins.list[tuple[str, str]]:
-        return [(name, value) for name, func in self._indexers.items() for value in func(obj)]
+    @staticmethod
+    def _file_values(
+        obj: JSON, indexers: Mapping[str, IndexFunc]
+    ) -> builtins.list[tuple[str, str]]:
+        return [(name, value) for name, func in indexers.items() for value in func(obj)]
 
     def _index(self, key: ObjectKey, values: builtins.list[tuple[str, str]]) -> None:
         if not values:

@@ -1,0 +1,86 @@
+"""Namespaces chosen by a label selector, joining and leaving while the operator runs
+(`controller.watch_namespaces(selector="team=a")`).
+
+A pooled Namespace informer, narrowed to the selector on the server, tells every
+`scope.NamespaceSet` of the controller when a namespace is selected (it was created or
+labelled: the set starts an informer for it) and when it is not any more (deleted or
+unlabelled: the watch reports it as deleted; the set stops that informer and its cache is
+dropped, so no pass starts there again; keys already queued find no object). Since the
+namespaces are not known in advance, the generated RBAC grants the controller's kinds in
+every namespace (a ClusterRole) plus list and watch on namespaces: the start-up line says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from cloudcoil_sync.client import ResourceClient
+from cloudcoil_sync.controller._internal.informer import Informer
+from cloudcoil_sync.controller._internal.listwatch import ClientListWatch
+from cloudcoil_sync.controller._internal.scope import NamespaceSet
+
+__all__ = ["NamespaceSelection"]
+
+JSON = dict[str, Any]
+
+
+class NamespaceSelection:
+    """Joins and leaves of the selected namespaces, applied to a controller's sets."""
+
+    def __init__(self, namespaces: Informer, selector: str, log: logging.Logger) -> None:
+        self._log = log
+        self._selector = selector
+        self._sets: list[NamespaceSet] = []
+        self.joined: list[str] = []  # in order, for the log and tests
+        self.left: list[str] = []
+        namespaces.add_handler(on_add=self._added, on_delete=self._deleted)
+
+    def scope(
+        self,
+        client: ResourceClient[Any],
+        selectors: tuple[str | None, str | None],
+        *,
+        resync_period: float,
+        on_failure: Callable[[BaseException], None],
+    ) -> NamespaceSet:
+        """A kind's changing set: an informer of its own (label and field `selectors`)
+        per selected namespace. Call before the Namespace informer starts."""
+
+        def make(namespace: str) -> Informer:
+            source = ClientListWatch(
+                client,
+                namespace=namespace,
+                label_selector=selectors[0],
+                field_selector=selectors[1],
+            )
+            return Informer(
+                source,
+                name=f"{client.mapping.plural}@{namespace}",
+                resync_period=resync_period,
+                on_failure=on_failure,
+            )
+
+        scope = NamespaceSet({}, name=f"{client.mapping.plural}@{{{self._selector}}}", make=make)
+        self._sets.append(scope)
+        return scope
+
+    def _added(self, obj: JSON) -> None:
+        self._selected(obj, True)
+
+    def _deleted(self, obj: JSON) -> None:
+        self._selected(obj, False)
+
+    def _selected(self, obj: JSON, selected: bool) -> None:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        for scope in self._sets:
+            (scope.join if selected else scope.leave)(name)
+        (self.joined if selected else self.left).append(name)
+        if selected:
+            self._log.info("Namespace %s is selected: watching it", name)
+        else:
+            self._log.info("Namespace %s is no longer selected (or gone): not watching it", name)
+
+    def stop(self, timeout: float | None) -> bool:
+        return all([scope.stop(timeout) for scope in self._sets])
