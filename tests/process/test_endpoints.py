@@ -264,3 +264,46 @@ def test_leader_webhook_reads_the_informer_cache_and_reports_metrics(
         )
         assert tls.recv(65536).startswith(b"HTTP/1.1 413 ")
     assert run.close() is None
+
+
+def test_the_webhook_listener_answers_the_named_checks(
+    kube_config: Config, running: StartApp, tmp_path: Path
+) -> None:
+    """The Deployment's probes go to the webhook listener when there is one: a user check
+    must show there (`?verbose`) and a failing one turn its /readyz false."""
+    serving = default_ca().issue()
+    certfile, keyfile = tmp_path / "tls.crt", tmp_path / "tls.key"
+    certfile.write_bytes(serving.cert_pem)
+    keyfile.write_bytes(serving.key_pem)
+    port = free_port()
+    app = settings_app(
+        config=kube_config,
+        webhook=WebhookServer(
+            certfile=str(certfile), keyfile=str(keyfile), host="127.0.0.1", port=port
+        ),
+    )
+    database = threading.Event()
+    database.set()
+
+    @app.health_check("database", period=0.05)
+    def reachable() -> bool:
+        return database.is_set()
+
+    @app.validate(ConfigMap)
+    def allow(request: AdmissionRequest[ConfigMap]) -> None:
+        return None
+
+    run = running(app)
+    app.wait_ready(timeout=15)
+    context = ssl.create_default_context(cadata=default_ca().cert_pem.decode())
+
+    def probe(path: str) -> tuple[int, str]:
+        return get(http.client.HTTPSConnection("127.0.0.1", port, context=context), path)
+
+    assert wait_until(lambda: probe("/readyz") == (200, "ok\n"), timeout=10)
+    assert "[+]database ok" in probe("/readyz?verbose")[1]
+    database.clear()
+    assert wait_until(lambda: probe("/readyz") == (503, "not ready\n"), timeout=10)
+    assert "[-]database failed" in probe("/readyz/database")[1]
+    assert probe("/healthz") == (200, "ok\n")  # a readiness check only
+    assert run.close() is None

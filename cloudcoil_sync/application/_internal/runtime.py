@@ -153,6 +153,7 @@ def run(app: RunnableApp, state: RunState, stop: threading.Event | None = None) 
         if stop.is_set():
             return
         with ExitStack() as stack:
+            stack.callback(app.checks.close)  # the named checks' threads, whoever served them
             config = _config(app, stack)
             _Components(app, config, state, stop).run()
     except BaseException as error:
@@ -262,13 +263,14 @@ class _Components:
             shard=shard,
             also_stop=(self.stop,),  # no pass starts once the run's stop is set
         )
-        if app.health is not None:  # named checks: the user's, informers, certificate
+        # Named checks (the user's, informers, certificate) on every host of the endpoints.
+        serve_checks(
+            app.checks,
+            synced=manager.synced,
+            certfile=None if app.webhook is None else app.webhook.certfile,
+        )
+        if app.health is not None:
             app.health.checks = app.checks
-            serve_checks(
-                app.checks,
-                synced=manager.synced,
-                certfile=None if app.webhook is None else app.webhook.certfile,
-            )
         manager.subscribe(self.state.touch)
         manager.subscribe(self._running)
         self.manager = manager
@@ -325,6 +327,7 @@ class _Components:
             ready=lambda: state.ready,
             controllers_ready=lambda: state.manager is not None and state.manager.ready,
         )
+        self.host.app.named = app.checks.answer  # the named checks, as the HealthServer's
         timeout = float(webhook.shutdown_timeout)
         self.group.add(self.host, stop_timeout=timeout)
 
