@@ -687,3 +687,55 @@ def test_diff_refuses_to_write_a_non_finite_number() -> None:
     after.spec.items[0].weight = math.nan
     with pytest.raises(ValueError, match=r"/spec/items.*JSON cannot represent"):
         diff(before, after)
+
+
+class _Limits(BaseModel):
+    cpu: str = "1"
+    extra: dict[str, str] = Field(default_factory=dict)
+
+
+class _GadgetSpec(BaseModel):
+    items: list[str] = Field(default_factory=list)
+    limits: _Limits = Field(default_factory=_Limits)
+    note: str | None = None
+
+
+class _Gadget(Resource):
+    api_version: str = Field(default="example.com/v1", alias="apiVersion")
+    kind: str = "Gadget"
+    spec: _GadgetSpec | None = None
+
+
+STORED_GADGET = {
+    "apiVersion": "example.com/v1",
+    "kind": "Gadget",
+    "metadata": {"name": "g", "namespace": "ns", "uid": "u-1", "resourceVersion": "7"},
+    "spec": {"note": "n"},
+}
+
+
+def test_diff_writes_defaulted_members_the_server_lacks_whole() -> None:
+    """Fields the model filled with defaults are not on the server: an edit of one (or of a
+    member under one) must add it, or the server refuses the patch and the pass loops."""
+    before = _Gadget.model_validate(STORED_GADGET)
+    after = before.model_copy(deep=True)
+    assert after.spec is not None
+    after.spec.items.append("x")
+    after.spec.limits.extra["gpu"] = "1"
+    after.spec.note = None
+    patch = diff(before, after)
+    assert patch[2:] == [
+        {"op": "add", "path": "/spec/items", "value": ["x"]},
+        {"op": "add", "path": "/spec/limits", "value": {"cpu": "1", "extra": {"gpu": "1"}}},
+        {"op": "remove", "path": "/spec/note"},
+    ]
+    result = apply_patch(STORED_GADGET, patch)  # the stored JSON, as the server has it
+    assert result["spec"] == {"items": ["x"], "limits": {"cpu": "1", "extra": {"gpu": "1"}}}
+
+
+def test_diff_writes_no_default_the_handler_did_not_change() -> None:
+    before = _Gadget.model_validate(STORED_GADGET)
+    after = before.model_copy(deep=True)
+    assert after.spec is not None
+    after.spec.note = "m"
+    assert diff(before, after)[2:] == [{"op": "replace", "path": "/spec/note", "value": "m"}]

@@ -146,7 +146,12 @@ def diff(before: Resource, after: Resource) -> Patch:
         raise ValueError("A resource diff cannot change UID or resourceVersion")
     # Both dumps are fresh and ours: no copies; only what is written needs checking.
     operations: Patch = []
-    _diff_into(operations, _wire(before), _wire(after), "", _no_copy)
+    wired = _wire(after)
+    _diff_into(operations, _wire(before), wired, "", _no_copy)
+    # Fields the model filled with defaults are not on the server: write their nearest
+    # absent ancestor whole instead of a member of it (which the server would refuse).
+    stored = before.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    operations = _applicable(operations, stored, wired)
     for operation in operations:
         if "value" in operation:
             _check_json(operation["value"], f"the value at {operation['path'] or '/'}")
@@ -161,6 +166,39 @@ def diff(before: Resource, after: Resource) -> Patch:
 
 def _no_copy(value: Any) -> Any:
     return value
+
+
+def _applicable(operations: Patch, stored: Any, after: dict[str, Any]) -> Patch:
+    """`operations` rewritten to apply to `stored` (the members the server sent): a change
+    under a missing member becomes one `add` of that member's new value, a `replace` of a
+    missing member an `add`, a `remove` of one nothing."""
+    result: Patch = []
+    added: set[str] = set()
+    for operation in operations:
+        tokens = operation["path"].split("/")[1:]
+        node, depth = stored, 0
+        while depth < len(tokens) and isinstance(node, dict):
+            key = tokens[depth].replace("~1", "/").replace("~0", "~")
+            if key not in node:
+                break
+            node, depth = node[key], depth + 1
+        if depth == len(tokens):  # the member is there: the operation applies as it is
+            result.append(operation)
+            continue
+        if operation["op"] == "remove" and depth == len(tokens) - 1:
+            continue  # removing what the server does not have
+        prefix = "/" + "/".join(tokens[: depth + 1])
+        if prefix in added:
+            continue
+        value: Any = after
+        for token in tokens[: depth + 1]:
+            key = token.replace("~1", "/").replace("~0", "~")
+            value = value.get(key, _ABSENT) if isinstance(value, dict) else _ABSENT
+        if value is _ABSENT:
+            continue  # gone in the new object too: nothing to write there
+        added.add(prefix)
+        result.append({"op": "add", "path": prefix, "value": value})
+    return result
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
