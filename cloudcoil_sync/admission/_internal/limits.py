@@ -15,8 +15,9 @@ handshake is done (at most `max_rejecting` at once; beyond that it is closed at 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
+
+from cloudcoil_sync._internal.numbers import is_number
 
 __all__ = ["ConnectionLimits"]
 
@@ -43,12 +44,7 @@ class ConnectionLimits:
             if field.type == "int":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise ValueError(f"Webhook {field.name} must be a positive integer")
-            elif (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value <= 0
-            ):
+            elif not (is_number(value) and value > 0):
                 raise ValueError(f"Webhook {field.name} must be a finite positive number")
         if self.max_connections_per_client > self.max_connections:
             raise ValueError("Webhook max_connections_per_client cannot exceed max_connections")

@@ -8,13 +8,14 @@ was done and what was still pending; nothing is rolled back.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
+
+from cloudcoil_sync._internal.numbers import is_number
 
 if TYPE_CHECKING:
     from cloudcoil_sync.client import Config
@@ -153,12 +154,7 @@ class Operation:
     def check(self, what: str) -> None:
         """``ValueError`` unless ``timeout`` is a finite, positive number of seconds."""
         timeout = self.timeout
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
+        if not (is_number(timeout) and timeout > 0):
             raise ValueError(f"{what} timeout must be finite and positive")
 
     @contextmanager

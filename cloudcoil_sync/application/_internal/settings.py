@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Literal
 
 from cloudcoil.resources import Resource
 
 from cloudcoil_sync._internal.names import dns_label
+from cloudcoil_sync._internal.numbers import is_number
 from cloudcoil_sync.admission._internal.limits import ConnectionLimits
 
 __all__ = ["ConnectionLimits", "RBACRule", "WebhookServer"]
@@ -101,12 +101,7 @@ class WebhookServer:
                     f"Webhook ports must be integers between 1 and 65535, got {port!r}"
                 )
         for timeout in (self.startup_timeout, self.shutdown_timeout):
-            if (
-                isinstance(timeout, bool)
-                or not isinstance(timeout, int | float)
-                or not math.isfinite(timeout)
-                or timeout <= 0
-            ):
+            if not (is_number(timeout) and timeout > 0):
                 raise ValueError(f"Webhook timeouts must be finite and positive, got {timeout!r}")
         if not isinstance(self.secure_metrics, bool):
             raise TypeError("WebhookServer.secure_metrics must be True or False")

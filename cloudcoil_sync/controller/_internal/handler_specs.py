@@ -5,12 +5,12 @@ Registration runs no handler code and does no I/O; the options are checked at on
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cloudcoil_sync._internal.numbers import is_number
 from cloudcoil_sync.controller._internal.stages import Handler
 
 __all__ = ["REASONS", "HandlerSpec", "build_spec", "field_path"]
@@ -50,13 +50,7 @@ def field_path(field: object) -> tuple[str, ...]:
 def _seconds(name: str, value: object, *, zero: bool) -> float | None:
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-        or (value == 0 and not zero)
-    ):
+    if not (is_number(value) and (value > 0 or (value == 0 and zero))):
         raise ValueError(f"{name} must be a finite {'nonnegative' if zero else 'positive'} number")
     return float(value)
 

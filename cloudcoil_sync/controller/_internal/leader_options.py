@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from cloudcoil_sync._internal.names import is_dns_label, is_dns_subdomain
+from cloudcoil_sync._internal.numbers import is_number
 
 __all__ = ["TIMING_RANGE", "dns_name", "lease_duration_value", "seconds"]
 
@@ -29,11 +30,6 @@ def seconds(value: Any) -> float:
 
 
 def lease_duration_value(value: Any) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not 0 < value <= INT32_MAX
-    ):
+    if not (is_number(value) and 0 < value <= INT32_MAX):
         raise ValueError("lease_duration must be a positive int32 number of seconds")
     return value

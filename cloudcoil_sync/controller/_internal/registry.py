@@ -9,12 +9,12 @@ fallback for cases, a `ReconcileStatus` when reporting) and then refuses changes
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from cloudcoil.resources import Resource
 
+from cloudcoil_sync._internal.numbers import is_number
 from cloudcoil_sync.controller._internal.change_handlers import ChangeHandlers, carry_annotations
 from cloudcoil_sync.controller._internal.logcontext import current
 from cloudcoil_sync.controller._internal.progress import FINALIZER, ProgressStorage
@@ -42,12 +42,7 @@ T = TypeVar("T", bound=Resource)
 
 def positive(setting: str, value: float | None) -> None:
     """`ValueError` naming `setting` unless `value` is None or a finite number above 0."""
-    if value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if value is not None and not (is_number(value) and value > 0):
         raise ValueError(f"{setting} must be finite and positive, got {value!r}")
 
 
