@@ -128,6 +128,15 @@ class Replica:
     def start(self) -> None:
         self._thread.start()
 
+    def live(self) -> LeaderElection | None:
+        """The elector of the run going on, None while a run stops (or before the first).
+
+        A restarted replica builds its next elector only once the stopping run returned, so
+        what "this replica has seen" means that next elector's, not the stopping one's.
+        """
+        with self._lock:
+            return None if self._stop.is_set() else self.elector
+
     def restart(self) -> None:
         """Stop gracefully (the leader releases the Lease) and come back as a new candidate."""
         with self._lock:

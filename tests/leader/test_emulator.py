@@ -214,7 +214,8 @@ class Cluster:
             proxy.close()
 
     def _saw_a_holder(self, replica: Replica) -> bool:
-        api = self.apis.get(replica.index)
+        # The live elector's API (made with it): a stopping run's successor saw nothing yet.
+        api = self.apis.get(replica.index) if replica.live() is not None else None
         return api is not None and api.saw_holder
 
     def force(self, kind: str, leader: int) -> None:

@@ -38,7 +38,7 @@ def fault(election: LeaderElection | None) -> None:
 
 
 def _saw_a_holder(replica: Replica) -> bool:
-    elector = replica.elector
+    elector = replica.live()  # not a stopping one: its successor would not have seen it
     return elector is not None and api_of(elector).saw_holder
 
 
