@@ -13,6 +13,7 @@ every namespace (a ClusterRole) plus list and watch on namespaces: the start-up 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +33,9 @@ class NamespaceSelection:
     def __init__(self, namespaces: Informer, selector: str, log: logging.Logger) -> None:
         self._log = log
         self._selector = selector
+        self._lock = threading.Lock()  # a set attached while running sees joins in order
         self._sets: list[NamespaceSet] = []
+        self._current: dict[str, None] = {}  # selected now, in order of joining
         self.joined: list[str] = []  # in order, for the log and tests
         self.left: list[str] = []
         namespaces.add_handler(on_add=self._added, on_delete=self._deleted)
@@ -47,6 +50,21 @@ class NamespaceSelection:
     ) -> NamespaceSet:
         """A kind's changing set: an informer of its own (label and field `selectors`)
         per selected namespace. Call before the Namespace informer starts."""
+        scope = self.build(client, selectors, resync_period=resync_period, on_failure=on_failure)
+        with self._lock:
+            self._sets.append(scope)
+        return scope
+
+    def build(
+        self,
+        client: ResourceClient[Any],
+        selectors: tuple[str | None, str | None],
+        *,
+        resync_period: float,
+        on_failure: Callable[[BaseException], None],
+    ) -> NamespaceSet:
+        """A changing set that no join reaches until `attach`ed (a watch added while
+        running: its handlers go on first)."""
 
         def make(namespace: str) -> Informer:
             source = ClientListWatch(
@@ -62,9 +80,22 @@ class NamespaceSelection:
                 on_failure=on_failure,
             )
 
-        scope = NamespaceSet({}, name=f"{client.mapping.plural}@{{{self._selector}}}", make=make)
-        self._sets.append(scope)
-        return scope
+        return NamespaceSet({}, name=f"{client.mapping.plural}@{{{self._selector}}}", make=make)
+
+    def attach(self, scope: NamespaceSet) -> None:
+        """While running: `scope` (from `build`) joins the namespaces selected now, then
+        follows the joins and leaves."""
+        with self._lock:
+            self._sets.append(scope)
+            for name in self._current:
+                scope.join(name)
+
+    def detach(self, scope: NamespaceSet, timeout: float | None) -> bool:
+        """Joins and leaves no longer reach `scope`; its informers are stopped."""
+        with self._lock:
+            if scope in self._sets:
+                self._sets.remove(scope)
+        return scope.stop(timeout)
 
     def _added(self, obj: JSON) -> None:
         self._selected(obj, True)
@@ -74,8 +105,13 @@ class NamespaceSelection:
 
     def _selected(self, obj: JSON, selected: bool) -> None:
         name = (obj.get("metadata") or {}).get("name") or ""
-        for scope in self._sets:
-            (scope.join if selected else scope.leave)(name)
+        with self._lock:
+            for scope in self._sets:
+                (scope.join if selected else scope.leave)(name)
+            if selected:
+                self._current[name] = None
+            else:
+                self._current.pop(name, None)
         (self.joined if selected else self.left).append(name)
         if selected:
             self._log.info("Namespace %s is selected: watching it", name)
@@ -83,4 +119,6 @@ class NamespaceSelection:
             self._log.info("Namespace %s is no longer selected (or gone): not watching it", name)
 
     def stop(self, timeout: float | None) -> bool:
-        return all([scope.stop(timeout) for scope in self._sets])
+        with self._lock:
+            sets = list(self._sets)
+        return all([scope.stop(timeout) for scope in sets])

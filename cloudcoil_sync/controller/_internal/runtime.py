@@ -38,7 +38,7 @@ from cloudcoil_sync.controller._internal.additions import (
 )
 from cloudcoil_sync.controller._internal.cache import Caches
 from cloudcoil_sync.controller._internal.causes import ENQUEUE, TAKEOVER
-from cloudcoil_sync.controller._internal.dynamic import DynamicWatches
+from cloudcoil_sync.controller._internal.dynamic import DynamicWatches, WatchScope
 from cloudcoil_sync.controller._internal.echoes import Echoes
 from cloudcoil_sync.controller._internal.events import recorder_for
 from cloudcoil_sync.controller._internal.filters import EventFilter, Filters
@@ -200,7 +200,11 @@ class ControllerRuntime:
         self.dynamic = DynamicWatches(
             self._config,
             self.caches.informers,
-            namespace=self.primary_scope,
+            scope=WatchScope(
+                controller.watched_namespace(self._config.namespace),
+                controller.namespaces,
+                (lambda: self._selection) if controller.namespace_selector else None,
+            ),
             resync_period=controller.resync_period,
             handler=self._mapped.handler,
             event_filter=lambda kind, filters: self._filter(
