@@ -131,6 +131,9 @@ CONTROLLER_SEAMS = {
     "cloudcoil_sync.client._internal.codec",
     # Controller.validate/mutate register admission routes scoped to the controller.
     "cloudcoil_sync.admission._internal.routes",
+    # lookup: whether a kind is cluster-scoped, offline (namespaces never separate two
+    # controllers of such a kind).
+    "cloudcoil_sync.client._internal.rest",
 }
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from cloudcoil.models.kubernetes.apps.v1 import Deployment
-from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap, Namespace
 
 from cloudcoil_sync.admission._internal.webhook import AdmissionWebhook
 from cloudcoil_sync.application import Application, WebhookServer
@@ -326,3 +326,31 @@ def test_controllers_of_one_kind_with_disjoint_scopes_are_accepted():
     clash.controller(Widget, namespace="ops").reconcile()(lambda widget: None)
     with pytest.raises(ValueError, match="Two controllers"):
         clash.validate_definition()
+
+
+def test_overlap_follows_namespace_lists_selectors_and_cluster_scope():
+    def check(*scopes: dict[str, object]) -> None:
+        app = Application("scopes", namespace="ops")
+        for options in scopes:
+            kind = options.pop("kind", Widget)
+            listed, selector = options.pop("listed", ()), options.pop("selector", None)
+            controller = app.controller(kind, **options)
+            if listed or selector:
+                controller.watch_namespaces(*listed, selector=selector)
+            controller.reconcile()(lambda obj: None)
+        app.validate_definition()
+
+    check({"listed": ("a", "b")}, {"listed": ("c",)})  # refused before: both "the operator's"
+    check({"listed": ("a",)}, {"namespace": "b"}, {})  # "ops" is the third's
+    check({"selector": "team=a"}, {"selector": "team=b"})
+    refused = (
+        ({"listed": ("a", "b")}, {"namespace": "b"}),  # accepted before: "ops" != "b"
+        ({"listed": ("ops",)}, {}),
+        ({"selector": "team=a"}, {"listed": ("a",)}),  # what it selects is known only running
+        ({"selector": "team=a"}, {"selector": "tier=x"}),
+        ({"all_namespaces": True}, {"listed": ("a",)}),
+        ({"kind": Namespace, "namespace": "a"}, {"kind": Namespace, "namespace": "b"}),
+    )
+    for scopes in refused:
+        with pytest.raises(ValueError, match="Two controllers reconcile the same"):
+            check(*(dict(s) for s in scopes))

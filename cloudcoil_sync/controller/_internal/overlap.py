@@ -3,9 +3,12 @@
 Each controller has its own work queue, so two controllers of one kind whose scopes overlap
 would run passes on the same object at once (and fight over its `Ready` condition), which
 breaks the promise of one pass per object at a time. Scopes are disjoint when the
-controllers watch different namespaces, or when their label selectors cannot both match
-(`a=x` and `a=y`, `a in (x)` and `a notin (x)`, `a` and `!a`, ...). Anything else is
-refused offline, naming both controllers, as duplicate admission paths are.
+controllers watch namespaces none of which both watch (`namespace=`, `watch_namespaces(...)`;
+two namespace selectors that cannot both match), or when their label selectors cannot both
+match (`a=x` and `a=y`, `a in (x)` and `a notin (x)`, `a` and `!a`, ...); namespaces never
+separate a cluster-scoped kind. Anything else is refused offline, naming both controllers, as
+duplicate admission paths are: a namespace selector against listed namespaces among them
+(which namespaces it selects is known only while running).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from cloudcoil_sync.client import UnknownKind
+from cloudcoil_sync.client._internal.rest import lookup
 from cloudcoil_sync.controller._internal.cache import LabelSelector
 from cloudcoil_sync.crd import Versions
 
@@ -20,6 +25,10 @@ if TYPE_CHECKING:
     from cloudcoil_sync.controller._internal.definition import Controller
 
 __all__ = ["check_overlap"]
+
+#: What a controller watches of a namespaced kind: every namespace (None), the namespaces a
+#: label selector picks (str), or these.
+Scope = frozenset[str] | str | None
 
 
 def check_overlap(controllers: Sequence[Controller[Any]], operator_namespace: str | None) -> None:
@@ -59,9 +68,35 @@ def _label(controller: Controller[Any], index: int) -> str:
 def _namespaces_overlap(
     first: Controller[Any], second: Controller[Any], operator_namespace: str | None
 ) -> bool:
-    mine = first.watched_namespace(operator_namespace or "")
-    theirs = second.watched_namespace(operator_namespace or "")
-    return mine is None or theirs is None or mine == theirs
+    if _cluster_scoped(first.resource):
+        return True
+    mine = _namespaces(first, operator_namespace or "")
+    theirs = _namespaces(second, operator_namespace or "")
+    if mine is None or theirs is None:
+        return True
+    if isinstance(mine, str) and isinstance(theirs, str):
+        return not _disjoint(mine, theirs)
+    if isinstance(mine, str) or isinstance(theirs, str):
+        return True
+    return bool(mine & theirs)
+
+
+def _namespaces(controller: Controller[Any], operator_namespace: str) -> Scope:
+    """Every namespace (None), those a label selector picks (the selector), or these."""
+    if controller.namespace_selector:
+        return controller.namespace_selector
+    if controller.namespaces:
+        return frozenset(controller.namespaces)
+    watched = controller.watched_namespace(operator_namespace)
+    return None if watched is None else frozenset((watched,))
+
+
+def _cluster_scoped(resource: type[Any]) -> bool:
+    """Known offline to be cluster-scoped (a custom resource's marker, the REST table)."""
+    try:
+        return not lookup(resource).namespaced
+    except UnknownKind:
+        return False
 
 
 def _disjoint(first: str | None, second: str | None) -> bool:
