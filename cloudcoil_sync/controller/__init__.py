@@ -5,6 +5,7 @@ from cloudcoil_sync._internal.tracing import enable as enable_tracing
 from cloudcoil_sync.controller._internal.causes import Cause
 from cloudcoil_sync.controller._internal.changes import Change
 from cloudcoil_sync.controller._internal.context import Context, Request
+from cloudcoil_sync.controller._internal.daemons import DaemonStop
 from cloudcoil_sync.controller._internal.definition import Controller
 from cloudcoil_sync.controller._internal.events import EventRecorder
 from cloudcoil_sync.controller._internal.handler_calls import TemporaryError
@@ -32,6 +33,7 @@ __all__ = [
     "Context",
     "Controller",
     "ControllerStatus",
+    "DaemonStop",
     "EventRecorder",
     "HealthServer",
     "InvalidObject",

@@ -8,7 +8,7 @@ import pytest
 from waiting import wait_until
 
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.controller import Controller
+from cloudcoil_sync.controller import Controller, DaemonStop
 
 from .conftest import Calls, Harness, Widget, create_widget
 
@@ -50,6 +50,34 @@ def test_a_daemon_per_object_stops_on_deletion_and_on_shutdown(
     assert runtime.stop(timeout=5)
     assert calls["stopped:b"] == 1 and calls["stopped:flaky"] == 1
     assert runtime.daemons.running == 0 and calls["started:a"] == 1
+
+
+def test_a_daemon_reads_the_object_as_it_is_now(widgets: Config, harness: Harness) -> None:
+    calls = Calls()
+    sizes: list[tuple[int | None, int | None]] = []
+    controller: Controller[Widget] = Controller(Widget, events=False)
+    controller.reconcile()(lambda w: None)
+
+    @controller.daemon()
+    def follow(w: Widget, stop: DaemonStop) -> None:
+        while not stop.wait(0.01):
+            latest = stop.latest()
+            if latest is None:  # gone (or marked for deletion)
+                calls.hit("gone")
+                stop.wait()
+                return
+            size = latest.spec.size if latest.spec else None
+            if not sizes or sizes[-1][1] != size:
+                sizes.append((w.spec.size if w.spec else None, size))
+                calls.hit(f"size:{size}")
+
+    runtime = harness.run(controller, name="live")
+    create_widget(widgets, "l1", size=1)
+    assert calls.reached("size:1")
+    widgets.client(Widget).raw.merge_patch("l1", {"spec": {"size": 5}})
+    assert calls.reached("size:5")
+    assert sizes == [(1, 1), (1, 5)]  # the argument stays the version it started with
+    assert runtime.stop(timeout=5)
 
 
 def test_timers_tick_per_object_and_idle_waits_for_quiet(widgets: Config, harness: Harness) -> None:

@@ -1,11 +1,12 @@
 """Per-object daemons and timers (`@controller.daemon()`, `@controller.timer(...)`).
 
 A daemon is a function `(resource, stop)` run on a thread of its own for each object of
-the primary kind while the object exists (kopf's `@kopf.daemon`): `stop`, a
-`threading.Event`, is set when the object is deleted (or marked for deletion), when the
+the primary kind while the object exists (kopf's `@kopf.daemon`): `stop`, a `DaemonStop`
+(a `threading.Event`), is set when the object is deleted (or marked for deletion), when the
 operator loses leadership and when it stops; the daemon should wait on it
-(`stop.wait(seconds)`) rather than sleep. If it raises, it is logged and started again after
-`retry` seconds; if it returns, it is done for that object until the operator restarts.
+(`stop.wait(seconds)`) rather than sleep, and read `stop.latest()` for the object as it is
+now (kopf's live body). If it raises, it is logged and started again after `retry` seconds;
+if it returns, it is done for that object until the operator restarts.
 
 A timer is a function `(resource)` called every `interval` seconds per object, after
 `initial_delay`, with the latest cached version of the object; with `idle`, only once the
@@ -26,6 +27,7 @@ within the controller's `shutdown_timeout`; a thread still running then has its 
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import threading
 import time
@@ -42,10 +44,26 @@ from cloudcoil_sync.controller._internal.invalid import InvalidObject, build
 from cloudcoil_sync.controller._internal.store import ObjectKey, object_key
 from cloudcoil_sync.controller._internal.term import Term
 
-__all__ = ["DEFAULT_MAX_THREADS", "Daemon", "ObjectThreads", "Timer"]
+__all__ = ["DEFAULT_MAX_THREADS", "Daemon", "DaemonStop", "ObjectThreads", "Timer"]
 
 JSON = dict[str, Any]
 DEFAULT_MAX_THREADS = 256
+
+
+class DaemonStop(threading.Event):
+    """The event a daemon is given: set when it must end (wait on it instead of sleeping).
+
+    `latest()` is the object as the cache has it now, built fresh on each call (the daemon's
+    `resource` argument stays the version it started with); None once the object is gone,
+    marked for deletion, or does not fit the model (a warning says why).
+    """
+
+    def __init__(self, latest: Callable[[], Any | None]) -> None:
+        super().__init__()
+        self._latest = latest
+
+    def latest(self) -> Any | None:
+        return self._latest()
 
 
 @dataclass(frozen=True)
@@ -77,7 +95,7 @@ Spec = Daemon | Timer
 class _Run:
     spec: Spec
     key: ObjectKey
-    stop: threading.Event
+    stop: DaemonStop
     fence: WriteFence
     thread: threading.Thread | None = None
 
@@ -190,7 +208,7 @@ class ObjectThreads:
             slot, _ = self._waiting.popitem(last=False)
             spec = self._specs[slot[1]]
             fence = WriteFence(reason=f"{spec.name} was stopped", parent=self._term.fence)
-            run = _Run(spec, slot[0], threading.Event(), fence)
+            run = _Run(spec, slot[0], DaemonStop(functools.partial(self._model, slot[0])), fence)
             run.thread = threading.Thread(
                 target=self._thread, args=(slot, run), name=f"object-{spec.name}", daemon=True
             )

@@ -143,7 +143,8 @@ class Extensions:
 
     def daemon(self, *, retry: float = 10.0) -> Callable[[F], F]:
         """A thread per object running `(resource, stop)` while the object exists; `stop`
-        is set on its deletion, leadership loss or shutdown (module `daemons`)."""
+        (a `DaemonStop`) is set on its deletion, leadership loss or shutdown, and
+        `stop.latest()` reads the object as it is now (module `daemons`)."""
         positive("retry", retry)
         return self._object_thread(lambda function: Daemon(function, float(retry)))
 
