@@ -138,9 +138,9 @@ def test_add_after_during_processing_schedules_a_later_pass(
 def test_add_after_zero_adds_now_and_bad_delays_raise(queue: WorkQueue[str]) -> None:
     queue.add_after("a", 0)
     assert queue.depth == 1
-    for bad in (-1, math.nan, math.inf):
+    for bad in (-1, math.nan, math.inf, "1", None):
         with pytest.raises(ValueError, match="delay must be finite and nonnegative"):
-            queue.add_after("a", bad)
+            queue.add_after("a", bad)  # type: ignore[arg-type]
 
 
 def test_retry_backoff_doubles_to_the_cap_without_jitter(clock: FakeClock) -> None:

@@ -32,7 +32,7 @@ def test_resource_key_is_hashable_frozen_and_named() -> None:
         ResourceKey.from_resource(ConfigMap())
 
 
-@pytest.mark.parametrize("delay", [-1, math.nan, math.inf, True])
+@pytest.mark.parametrize("delay", [-1, math.nan, math.inf, True, "3"])
 def test_result_rejects_bad_delays(delay: float) -> None:
     with pytest.raises(ValueError, match="requeue_after must be finite and nonnegative"):
         Result(requeue_after=delay)
@@ -54,7 +54,7 @@ def test_wait_defaults_and_spellings() -> None:
     assert Wait("R", requeue_after=2.5).requeue_after == 2.5
 
 
-@pytest.mark.parametrize("delay", [0, -1, math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("delay", [0, -1, math.nan, math.inf, -math.inf, "3", True])
 def test_wait_rejects_bad_delays(delay: float) -> None:
     with pytest.raises(ValueError, match="Wait delay must be finite and positive"):
         Wait("R", after=delay)

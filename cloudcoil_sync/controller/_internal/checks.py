@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
+from cloudcoil_sync._internal.numbers import is_number
+
 __all__ = ["Check", "HealthChecks", "certificate_check", "serve_checks"]
 
 logger = logging.getLogger("cloudcoil_sync.controller.health")
@@ -77,9 +79,7 @@ class HealthChecks:
         if not (liveness or readiness):
             raise ValueError(f"Health check {name!r} must be a liveness or readiness check")
         for label, value in (("timeout", timeout), ("period", period)):
-            if value is not None and (
-                isinstance(value, bool) or not math.isfinite(value) or value < 0
-            ):
+            if value is not None and (not is_number(value) or value < 0):
                 raise ValueError(f"Health check {name!r}: {label} must be a finite number >= 0")
         check = Check(name, fn, liveness, readiness, timeout, period)
         self._checks[name] = check

@@ -8,12 +8,12 @@ never leaking into another pass.
 from __future__ import annotations
 
 import contextvars
-import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from cloudcoil_sync._internal.numbers import is_number
 from cloudcoil_sync.controller._internal.changes import Change
 
 __all__ = ["HandlerCall", "TemporaryError", "call_scope", "current_call"]
@@ -24,12 +24,7 @@ class TemporaryError(Exception):
     (default: its `backoff=`), counting one retry against its `retries=`."""
 
     def __init__(self, message: str = "", *, delay: float | None = None) -> None:
-        if delay is not None and (
-            isinstance(delay, bool)
-            or not isinstance(delay, int | float)
-            or not math.isfinite(delay)
-            or delay < 0
-        ):
+        if delay is not None and (not is_number(delay) or delay < 0):
             raise ValueError("TemporaryError delay must be finite and nonnegative")
         super().__init__(message)
         self.delay = None if delay is None else float(delay)

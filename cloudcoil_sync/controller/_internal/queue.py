@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sized
 from typing import Generic, Protocol, TypeVar, overload
 
+from cloudcoil_sync._internal.numbers import is_number
 from cloudcoil_sync.controller._internal.causes import MAX_CAUSES, Cause
 
 __all__ = ["CauseSet", "QueueClosed", "QueueMetrics", "WorkQueue"]
@@ -209,7 +210,7 @@ class WorkQueue(Generic[K]):
 
     def add_after(self, key: K, delay: float, cause: Cause | None = None) -> None:
         """Ask for a pass after `delay` seconds, keeping an earlier pending deadline."""
-        if isinstance(delay, bool) or not math.isfinite(delay) or delay < 0:
+        if not is_number(delay) or delay < 0:
             raise ValueError("delay must be finite and nonnegative")
         with self._lock:
             self._add_after_locked(key, delay, cause)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cloudcoil.resources import Resource
+
+from cloudcoil_sync._internal.numbers import is_number
 
 __all__ = ["ResourceKey", "Result", "TerminalError", "Wait", "interpret"]
 
@@ -56,7 +57,7 @@ class Result:
 
     def __post_init__(self) -> None:
         delay = self.requeue_after
-        if delay is not None and (isinstance(delay, bool) or not math.isfinite(delay) or delay < 0):
+        if delay is not None and (not is_number(delay) or delay < 0):
             raise ValueError("requeue_after must be finite and nonnegative")
 
 
@@ -85,7 +86,7 @@ class Wait(Exception):
             delay = DEFAULT_WAIT_SECONDS
         if not reason:
             raise ValueError("Wait needs a reason")
-        if isinstance(delay, bool) or not math.isfinite(delay) or delay <= 0:
+        if not is_number(delay) or delay <= 0:
             raise ValueError("Wait delay must be finite and positive")
         self.reason = reason
         self.message = message
