@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cloudcoil_sync.testing._internal.pruning import OBJECT_META
 from cloudcoil_sync.testing._internal.schema_validation import property_schema
 
 __all__ = [
@@ -66,17 +67,14 @@ NULLABLE = {
     "args",
     "command",
 }
-IGNORED_META = {
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "managedFields",
-    "selfLink",
+# Metadata the server owns: no manager owns it in managedFields (the rest of ObjectMeta:
+# labels, annotations, ownerReferences, finalizers, generateName, are owned as written).
+IGNORED_META = OBJECT_META - {
+    "generateName",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
 }
 
 
