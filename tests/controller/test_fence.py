@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
 from cloudcoil_sync.client import Config, WriteFenced, fenced
 from cloudcoil_sync.client._internal.gate import current
+from cloudcoil_sync.client._internal.retry import RetryPolicy
 from cloudcoil_sync.controller._internal.fence import WriteFence
 from cloudcoil_sync.testing import Emulator
 
@@ -78,3 +80,37 @@ def test_a_child_fence_admits_writes_only_while_its_parent_does() -> None:
     with pytest.raises(WriteFenced, match="pass abandoned"), own.write("PATCH", "/x"):
         pass
     assert not term.closed and term.in_flight == 0
+
+
+class _Passing(RetryPolicy):
+    """Retries at once, after `on_wait` (the time a Retry-After would take)."""
+
+    def __init__(self, on_wait: Callable[[], None]) -> None:
+        super().__init__(max_retries=3)
+        self.on_wait = on_wait
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        self.on_wait()
+        return 0.0
+
+
+def test_a_retry_that_outlasts_the_fence_is_not_sent(kube_emulator: Emulator) -> None:
+    """A write admitted before the renew deadline, answered 429 (Retry-After), must not be
+    sent again once the deadline passed during the wait: 'no write leaves past it'."""
+    config = kube_emulator.config()
+    try:
+        api = config.client(ConfigMap).raw
+        api.create({"metadata": {"name": "late-retry"}})
+        now = [0.0]
+        leader = WriteFence(10.0, reason="leadership not proven", clock=lambda: now[0])
+        config.transport.retry = _Passing(lambda: now.__setitem__(0, 11.0))  # past it
+        kube_emulator.faults.inject(429, method="PATCH", path="late-retry", retry_after=1)
+        before = len(kube_emulator.request_log)
+        with fenced(leader), pytest.raises(WriteFenced, match="leadership not proven"):
+            api.merge_patch("late-retry", {"data": {"late": "yes"}})
+        patches = [e for e in kube_emulator.request_log[before:] if e.method == "PATCH"]
+        assert [e.status for e in patches] == [429]  # the first attempt only
+        assert api.get("late-retry").get("data") is None
+        assert leader.in_flight == 0
+    finally:
+        config.close()

@@ -3,20 +3,23 @@
 Whoever runs work on a thread may install a gate for that thread (`fenced(gate)`); every
 non-read request the thread sends through any client is then sent inside
 `gate.write(method, path)`, which may refuse it by raising `WriteFenced` (nothing reaches the
-API server) or track it while it is on the wire. The client knows nothing else of the gate:
-what opens and closes it, and why, belongs to whoever installed it (the controller's
-`WriteFence`, `cloudcoil_sync.controller._internal.fence`). Reads are never gated.
+API server) or track it while it is on the wire, and may refuse each attempt to send it (a
+retry after backoff, one after a wait for the client's rate limiter) through the `Recheck` it
+yields. The client knows nothing else of the gate: what opens and closes it, and why, belongs
+to whoever installed it (the controller's `WriteFence`,
+`cloudcoil_sync.controller._internal.fence`). Reads are never gated.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
 from cloudcoil_sync._internal.slots import ThreadSlot
 from cloudcoil_sync.client._internal.errors import ClientError
 
-__all__ = ["READ_METHODS", "WriteFenced", "WriteGate", "current", "fenced"]
+__all__ = ["READ_METHODS", "Recheck", "WriteFenced", "WriteGate", "current", "fenced"]
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -34,11 +37,18 @@ class WriteFenced(ClientError):
         self.cause = cause
 
 
+#: What a gate's `write` may yield: called before each attempt to send the admitted write
+#: (the first, and a retry after backoff or a wait for the rate limiter, which may outlast
+#: the gate), it raises `WriteFenced` once the write may no longer leave.
+Recheck = Callable[[], None]
+
+
 class WriteGate(Protocol):
     """What the transport asks of an installed gate."""
 
-    def write(self, method: str, path: str) -> AbstractContextManager[None]:
-        """Admit one write for its duration, or raise `WriteFenced` to refuse it."""
+    def write(self, method: str, path: str) -> AbstractContextManager[Recheck | None]:
+        """Admit one write for its duration, or raise `WriteFenced` to refuse it; yield
+        None, or a `Recheck` the transport calls before each attempt to send it."""
 
 
 _installed: ThreadSlot[WriteGate] = ThreadSlot()

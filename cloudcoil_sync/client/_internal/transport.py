@@ -328,10 +328,12 @@ class Transport:
         guard = gate.current()  # the write gate installed on this thread, if any
         if guard is None or method in gate.READ_METHODS:
             return self._request(method, path, call)
-        with guard.write(method, path):
-            return self._request(method, path, call)
+        with guard.write(method, path) as recheck:
+            return self._request(method, path, call, recheck)
 
-    def _request(self, method: str, path: str, call: _Call) -> requests.Response:
+    def _request(
+        self, method: str, path: str, call: _Call, recheck: gate.Recheck | None = None
+    ) -> requests.Response:
         if self._closed.is_set():
             raise TransportError("client is closed", method=method)
         url = self.url(path, call.params)
@@ -348,6 +350,8 @@ class Transport:
         attempt, reauthed = 0, False
         while True:
             self.limiter.acquire()
+            if recheck is not None:  # the gate may have closed while this waited
+                recheck()
             authz, cert = self.auth.credentials()
             try:
                 resp = self._send(

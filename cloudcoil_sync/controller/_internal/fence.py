@@ -106,29 +106,44 @@ class WriteFence:
             return self._cond.wait_for(lambda: self._in_flight == 0, timeout)
 
     @contextmanager
-    def write(self, method: str, path: str) -> Iterator[None]:
-        """Admit one write (raises `WriteFenced` once closed), tracked while in flight."""
+    def write(self, method: str, path: str) -> Iterator[Callable[[], None]]:
+        """Admit one write (raises `WriteFenced` once closed), tracked while in flight.
+
+        Yields the check the transport makes before each attempt to send it: a retry after
+        backoff (a 429's Retry-After) or a wait for the rate limiter may outlast the fence,
+        and then that attempt is refused unsent too.
+        """
         chain: list[WriteFence] = []
         fence: WriteFence | None = self
         while fence is not None:
             chain.append(fence)
             fence = fence.parent
+        chain.reverse()  # the outermost first: its reason is reported
+
+        def recheck() -> None:
+            for fence in chain:
+                with fence._cond:
+                    fence._refuse_if_closed(method, path)
+
         admitted: list[WriteFence] = []
         try:
-            for fence in reversed(chain):  # the outermost first: its reason is reported
+            for fence in chain:
                 fence._admit(method, path)
                 admitted.append(fence)
-            yield
+            yield recheck
         finally:
             for fence in admitted:
                 fence._release()
 
     def _admit(self, method: str, path: str) -> None:
         with self._cond:
-            if self._own_closed():
-                cause = self.closed_cause()
-                raise WriteFenced(f"{method} {path} not sent: {self.reason}", cause)
+            self._refuse_if_closed(method, path)
             self._in_flight += 1
+
+    def _refuse_if_closed(self, method: str, path: str) -> None:
+        if self._own_closed():
+            cause = self.closed_cause()
+            raise WriteFenced(f"{method} {path} not sent: {self.reason}", cause)
 
     def _release(self) -> None:
         with self._cond:
