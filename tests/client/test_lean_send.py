@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import requests
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.client._internal import lean
@@ -254,3 +256,24 @@ def test_adapters_of_the_user_and_test_doubles_see_every_json_call(
         config.client(_cm()).raw.get("a")
         assert len(sent) == 1 and lean_calls == [f"{api.url}{CM}/a"]
         config.close()
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    server=st.sampled_from(
+        ["https://127.0.0.1:6443", "HTTPS://kube.example", "https://h:1/k8s/clusters/c-1"]
+    ),
+    path=st.lists(
+        st.sampled_from([*"abz09-._~:/?#[]@!$&'()*+,;=% \u00e9\"<>|{}^`\\", "%41", "%2F"]),
+        max_size=40,
+    ).map("".join),
+)
+def test_the_request_target_is_the_one_requests_sends(server: str, path: str) -> None:
+    from cloudcoil_sync.client._internal.pools import Adapter, origin
+
+    url = server + "/" + path
+    quoted = requests.utils.requote_uri(url)
+    prepared = requests.PreparedRequest()
+    prepared.url = quoted
+    expected = (quoted, Adapter(None, False).request_url(prepared, None))
+    assert lean.target(url, len("://".join(origin(server)))) == expected

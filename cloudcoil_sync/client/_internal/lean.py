@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,7 +32,11 @@ from cloudcoil_sync.client._internal.failures import (
     body_error,
 )
 
-__all__ = ["Answer", "content_length", "path_url", "stock", "timeout", "urlopen"]
+__all__ = ["Answer", "content_length", "path_url", "stock", "target", "timeout", "urlopen"]
+
+#: A URL of only the characters requests' ``requote_uri`` keeps as they are, without ``%``
+#: (escapes it would re-read) and ``#`` (a fragment): most API paths (names are DNS labels).
+_PLAIN = re.compile(r"[A-Za-z0-9\-._~:/?\[\]@!$&'()*+,;=]*")
 
 
 class Answer:
@@ -80,6 +85,21 @@ def path_url(url: str) -> str:
     return "/" + path.lstrip("/") if path.startswith("//") else path
 
 
+def target(url: str, origin: int) -> tuple[str, str]:
+    """(``requote_uri(url)``, `path_url` of it) for a URL whose first `origin` characters
+    are its ``scheme://netloc``: a plain URL is both as it is, without parsing it again."""
+    rest = url[origin:]
+    if (
+        _PLAIN.fullmatch(url)
+        and rest[:1] in ("/", "")
+        and not rest.startswith("//")
+        and not rest.endswith("?")
+    ):
+        return url, rest or "/"
+    quoted = requests.utils.requote_uri(url)
+    return quoted, path_url(quoted)
+
+
 def content_length(method: str, body: bytes | None, headers: dict[str, str]) -> bool:
     """Set Content-Length as ``PreparedRequest.prepare_content_length`` does; True if the
     adapter would send the body chunked (an empty body, which requests gives no length)."""
@@ -101,17 +121,18 @@ def urlopen(
     pool: HTTPConnectionPool,
     retries: Any,
     method: str,
-    url: str,
+    path: str,
     body: bytes | None,
     headers: dict[str, str],
     limits: Timeout,
 ) -> HTTPResponse:
-    """Send on `pool` as ``HTTPAdapter.send`` does; failures as the adapter raises them."""
+    """Send `path` (a `path_url`) on `pool` as ``HTTPAdapter.send`` does; failures as the
+    adapter raises them."""
     chunked = content_length(method, body, headers)
     try:
         response = pool.urlopen(
             method=method,
-            url=path_url(url),
+            url=path,
             body=body,
             headers=headers,
             redirect=False,

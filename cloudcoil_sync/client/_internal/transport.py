@@ -27,7 +27,7 @@ from cloudcoil_sync.client._internal import codec, gate, lean
 from cloudcoil_sync.client._internal.auth import Auth
 from cloudcoil_sync.client._internal.errors import TransportError, api_error
 from cloudcoil_sync.client._internal.failures import map_transport_error, not_sent
-from cloudcoil_sync.client._internal.pools import Adapter
+from cloudcoil_sync.client._internal.pools import Adapter, origin
 from cloudcoil_sync.client._internal.ratelimit import TokenBucket
 from cloudcoil_sync.client._internal.retry import IDEMPOTENT_METHODS, RetryPolicy
 
@@ -99,6 +99,7 @@ class Transport:
         # (requests turns them into basic auth).
         self._base_headers = cast(dict[str, str], dict(session.headers))
         self._fast = not any(requests.utils.get_auth_from_url(self.server))
+        self._origin = len("://".join(origin(self.server)))  # of every URL: it starts so
 
     @property
     def closed(self) -> bool:
@@ -261,7 +262,7 @@ class Transport:
         session = self.session
         pool, quoted = None, url
         if self._fast and url.isascii() and not session.proxies:
-            quoted = requests.utils.requote_uri(url)
+            quoted, path = lean.target(url, self._origin)
             adapter = session.get_adapter(quoted)
             if adapter is self._adapter and lean.stock(adapter):
                 cert_ = cert or self._cert
@@ -271,7 +272,7 @@ class Transport:
         method = method.upper()
         sent = {**self._base_headers, **headers}
         raw = lean.urlopen(
-            pool, self._adapter.max_retries, method, quoted, data, sent, lean.timeout(*timeout)
+            pool, self._adapter.max_retries, method, path, data, sent, lean.timeout(*timeout)
         )
         if raw.status in requests.models.REDIRECT_STATI and "location" in raw.headers:
             prep = self._prepared(method, url, data, headers)
