@@ -74,3 +74,49 @@ config.close()
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "True"
+
+
+LAZY = """
+import json, sys
+{first}
+from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+loaded = sorted(m.split(".")[3] for m in sys.modules if m.count(".") == 3
+                and m.startswith("cloudcoil.models.kubernetes."))
+import cloudcoil.models.kubernetes as k8s
+from cloudcoil.models.kubernetes import batch
+from cloudcoil.resources import get_model
+named = [k8s.apps.v1.Deployment.__name__, batch.v1.Job.__name__, "rbac" in dir(k8s)]
+found = get_model("ClusterRole", api_version="rbac.authorization.k8s.io/v1").__name__
+try:
+    k8s.nothing
+except AttributeError as error:
+    missing = str(error)
+print(json.dumps({{"loaded": loaded, "named": named, "found": found, "missing": missing}}))
+"""
+
+
+def test_model_packages_import_each_group_when_it_is_first_named() -> None:
+    def lazy(first: str, **env: str) -> dict[str, object]:
+        import json
+
+        out = subprocess.run(
+            [sys.executable, "-c", LAZY.format(first=first)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, **env},
+            timeout=120,
+        )
+        result: dict[str, object] = json.loads(out.stdout)
+        return result
+
+    deferred = lazy("import cloudcoil_sync")
+    assert deferred["loaded"] == ["core"]  # not the 22 other API groups
+    assert deferred["named"] == ["Deployment", "Job", True]
+    assert deferred["found"] == "ClusterRole"  # cloudcoil's registry still finds every kind
+    assert "has no attribute 'nothing'" in str(deferred["missing"])
+    eager = lazy("import cloudcoil_sync", CLOUDCOIL_SYNC_EAGER_MODELS="1")
+    assert len(eager["loaded"]) == 23  # type: ignore[arg-type]
+    assert {k: v for k, v in eager.items() if k != "loaded"} == {
+        k: v for k, v in deferred.items() if k != "loaded"
+    }

@@ -329,7 +329,8 @@ def test_adapters_mounted_on_the_session_are_used(config: Config) -> None:
 def test_pool_key_from_the_origin_matches_urlsplit(
     url: str, origin: tuple[str, str], host: str, port: int | None
 ) -> None:
-    from cloudcoil_sync.client._internal.transport import _origin, _pool_host
+    from cloudcoil_sync.client._internal.pools import origin as _origin
+    from cloudcoil_sync.client._internal.pools import pool_host as _pool_host
 
     assert _origin(url) == origin
     assert dict(_pool_host(*origin)) == {"scheme": origin[0], "host": host, "port": port}

@@ -6,225 +6,51 @@ proxies are passed explicitly (kubeconfig ``proxy-url``, else ``HTTPS_PROXY``/``
 
 from __future__ import annotations
 
-import functools
 import http.cookiejar
 import json
-import os
-import ssl
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple, cast
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import requests
-import requests.adapters
 import requests.cookies
 import requests.hooks
+import requests.models
 import requests.structures
 import requests.utils
-from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
-from urllib3.util.ssl_ import create_urllib3_context
 
 from cloudcoil_sync._compat.requests import set_cookie_jar
 from cloudcoil_sync._compat.urllib3 import connection_pools
 from cloudcoil_sync._internal import tracing
-from cloudcoil_sync.client._internal import codec, gate
+from cloudcoil_sync.client._internal import codec, gate, lean
 from cloudcoil_sync.client._internal.auth import Auth
-from cloudcoil_sync.client._internal.errors import APITimeout, TransportError, api_error
+from cloudcoil_sync.client._internal.errors import TransportError, api_error
+from cloudcoil_sync.client._internal.failures import map_transport_error, not_sent
+from cloudcoil_sync.client._internal.pools import Adapter, origin
 from cloudcoil_sync.client._internal.ratelimit import TokenBucket
 from cloudcoil_sync.client._internal.retry import IDEMPOTENT_METHODS, RetryPolicy
 
-__all__ = ["USER_AGENT", "Transport", "map_transport_error"]
+__all__ = ["USER_AGENT", "Transport"]
 
 USER_AGENT = "cloudcoil-sync/0.1"
+_Reply = requests.Response | lean.Answer
 _JSON = "application/json"
 
 
-def map_transport_error(exc: Exception, method: str, url: str, server: str) -> TransportError:
-    """A :class:`TransportError` naming the server and the cause of a requests exception."""
-    inner = exc.args[0] if exc.args else None
-    reason = getattr(inner, "reason", inner)
-    if isinstance(exc, requests.exceptions.SSLError):
-        return TransportError(
-            f"TLS error talking to {server}: {reason} (check the certificate authority, "
-            "client certificate or insecure-skip-tls-verify)",
-            method=method,
-            url=url,
-        )
-    if isinstance(reason, NewConnectionError):  # subclass of ConnectTimeoutError: test first
-        return TransportError(f"cannot connect to {server}: {reason}", method=method, url=url)
-    if isinstance(exc, requests.exceptions.ConnectTimeout) or isinstance(
-        reason, ConnectTimeoutError
-    ):
-        return APITimeout(f"timed out connecting to {server}", method=method, url=url)
-    if isinstance(exc, requests.exceptions.ReadTimeout) or isinstance(reason, ReadTimeoutError):
-        return APITimeout(f"{server} did not answer {method} {url} in time", method=method, url=url)
-    return TransportError(f"{method} {url} failed: {exc}", method=method, url=url)
-
-
-def _not_sent(exc: Exception) -> bool:
-    """True if the request certainly never reached the server (safe to retry any method)."""
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return True
-    inner = exc.args[0] if exc.args else None
-    return isinstance(getattr(inner, "reason", None), NewConnectionError | ConnectTimeoutError)
-
-
-class _Adapter(requests.adapters.HTTPAdapter):
-    """HTTPAdapter that can verify the server under another name (kubeconfig
-    ``tls-server-name``): SNI and hostname check use it instead of the URL's host.
-
-    Requests made with the configured ``verify`` use an SSL context built once per client
-    certificate (stock requests stats the CA path and the certificate files on every
-    request) and, with no proxy, the connection pool found for their host and certificate
-    the first time (stock requests re-derives proxy settings and the pool key on every
-    request). Credentials that rotate (exec plugins) arrive as new file paths, so a
-    context is never stale; the last few are kept.
-    """
-
-    _MAX_CERT_CONTEXTS = 4
-
-    def __init__(self, tls_server_name: str | None, verify: bool | str, **kwargs: Any) -> None:
-        self._tls_server_name = tls_server_name
-        self._verify = verify
-        self._context = _ca_context(verify)
-        self._cert_contexts: dict[tuple[str, str], ssl.SSLContext] = {}
-        self._contexts_lock = threading.Lock()
-        self._pools: dict[tuple[str, str, Any], Any] = {}
-        super().__init__(**kwargs)
-
-    def get_connection_with_tls_context(
-        self, request: requests.PreparedRequest, verify: Any, proxies: Any = None, cert: Any = None
-    ) -> Any:
-        if proxies or self._prebuilt(verify, cert) is None:
-            return super().get_connection_with_tls_context(request, verify, proxies, cert)
-        key = (*_origin(request.url or ""), cert)
-        pool = self._pools.get(key)
-        if pool is None or pool.pool is None:  # first use, or closed (adapter closed)
-            pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
-            self._pools[key] = pool
-        return pool
-
-    def request_url(self, request: requests.PreparedRequest, proxies: Any) -> str:
-        if proxies:
-            return str(super().request_url(request, proxies))
-        path = request.path_url
-        return "/" + path.lstrip("/") if path.startswith("//") else path
-
-    def close(self) -> None:
-        self._pools.clear()
-        super().close()
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        if self._tls_server_name:
-            kwargs["server_hostname"] = self._tls_server_name
-            kwargs["assert_hostname"] = self._tls_server_name
-        super().init_poolmanager(*args, **kwargs)
-
-    def _prebuilt(self, verify: Any, cert: Any) -> ssl.SSLContext | None:
-        """The prebuilt context for these settings, or None where stock requests decides."""
-        if self._context is None or verify != self._verify:
-            return None
-        if cert is None:
-            return self._context
-        if not isinstance(cert, tuple) or len(cert) != 2:
-            return None  # a combined PEM path: rare, left to requests
-        context = self._cert_contexts.get(cert)
-        if context is None:
-            context = self._cert_context(cert)
-        return context
-
-    def _cert_context(self, cert: tuple[str, str]) -> ssl.SSLContext:
-        with self._contexts_lock:
-            context = self._cert_contexts.get(cert)
-            if context is not None:
-                return context
-            context = _ca_context(self._verify)
-            assert context is not None
-            try:
-                context.load_cert_chain(*cert)
-            except (OSError, ssl.SSLError) as error:
-                raise requests.exceptions.SSLError(
-                    f"cannot load the client certificate {cert[0]} and key {cert[1]}: {error}"
-                ) from error
-            while len(self._cert_contexts) >= self._MAX_CERT_CONTEXTS:
-                stale = next(iter(self._cert_contexts))
-                del self._cert_contexts[stale]
-                for key in [k for k in list(self._pools) if k[2] == stale]:
-                    self._pools.pop(key, None)  # urllib3's own LRU closes the pool itself
-            self._cert_contexts[cert] = context
-            return context
-
-    def build_connection_pool_key_attributes(
-        self, request: requests.PreparedRequest, verify: Any, cert: Any = None
-    ) -> Any:  # requests' own return types are private
-        context = self._prebuilt(verify, cert)
-        if context is None:
-            return super().build_connection_pool_key_attributes(request, verify, cert)
-        host = _pool_host(*_origin(request.url or ""))
-        return dict(host), {"cert_reqs": "CERT_REQUIRED", "ssl_context": context}
-
-    def build_response(self, req: requests.PreparedRequest, resp: Any) -> requests.Response:
-        """As requests builds it, without collecting cookies: the session refuses them all."""
-        response = requests.Response()
-        response.status_code = resp.status
-        response.headers = requests.structures.CaseInsensitiveDict(resp.headers)
-        response.encoding = requests.utils.get_encoding_from_headers(response.headers)
-        response.raw = resp
-        response.reason = resp.reason
-        url = req.url or ""
-        response.url = url.decode("utf-8") if isinstance(url, bytes) else url
-        response.request = req
-        response.connection = self
-        return response
-
-    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
-        if url.lower().startswith("https") and self._prebuilt(verify, cert) is not None:
-            # CA and client certificate are already in the pool's ssl_context.
-            conn.cert_reqs = "CERT_REQUIRED"
-            return
-        # types-requests leaves HTTPAdapter.cert_verify untyped.
-        inherited = cast(Callable[[Any, str, Any, Any], None], super().cert_verify)
-        inherited(conn, url, verify, cert)
-
-
-def _origin(url: str) -> tuple[str, str]:
-    """(scheme, netloc) of an absolute URL, without a full parse per request."""
-    scheme, _, rest = url.partition("://")
-    return scheme.lower(), rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
-
-
-@functools.lru_cache(maxsize=64)
-def _pool_host(scheme: str, netloc: str) -> tuple[tuple[str, Any], ...]:
-    """urllib3's pool key fields for an origin (few per client, so cached)."""
-    url = urlsplit(f"{scheme}://{netloc}")
-    return (("scheme", scheme), ("host", url.hostname), ("port", url.port))
-
-
-def _ca_context(verify: bool | str) -> ssl.SSLContext | None:
-    """The context urllib3 would build per connection, with the CA loaded once."""
-    if verify is False:
-        return None
-    ca = requests.utils.DEFAULT_CA_BUNDLE_PATH if verify is True else verify
-    ctx = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED)
-    if os.path.isdir(ca):
-        ctx.load_verify_locations(capath=ca)
-    else:
-        ctx.load_verify_locations(cafile=ca)
-    return ctx
-
-
 class _Call(NamedTuple):
-    """One request's options, as `Transport.request` took them."""
+    """One request's options, as `Transport.request` took them; `lean`: a JSON call that may
+    go on urllib3's pool directly (`Transport._send_lean`)."""
 
-    params: Mapping[str, Any] | None
-    body: Any
-    content_type: str | None
-    stream: bool
-    read_timeout: float | None
-    connect_timeout: float | None
-    retries: int | None
-    accept: str | None
+    params: Mapping[str, Any] | None = None
+    body: Any = None
+    content_type: str | None = None
+    stream: bool = False
+    read_timeout: float | None = None
+    connect_timeout: float | None = None
+    retries: int | None = None
+    accept: str | None = None
+    lean: bool = False
 
 
 class Transport:
@@ -262,7 +88,7 @@ class Transport:
         session.headers.update({"User-Agent": USER_AGENT, "Accept": _JSON})
         # The API server sets no cookies we want; refuse them so threads share no jar state.
         session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
-        adapter = _Adapter(
+        adapter = Adapter(
             tls_server_name, verify, pool_connections=4, pool_maxsize=pool_maxsize, max_retries=0
         )
         session.mount("https://", adapter)
@@ -273,6 +99,7 @@ class Transport:
         # (requests turns them into basic auth).
         self._base_headers = cast(dict[str, str], dict(session.headers))
         self._fast = not any(requests.utils.get_auth_from_url(self.server))
+        self._origin = len("://".join(origin(self.server)))  # of every URL: it starts so
 
     @property
     def closed(self) -> bool:
@@ -320,20 +147,31 @@ class Transport:
         call = _Call(
             params, body, content_type, stream, read_timeout, connect_timeout, retries, accept
         )
+        return cast(requests.Response, self._call(method, path, call))
+
+    def _call(self, method: str, path: str, call: _Call) -> _Reply:
         if tracing.enabled():  # a span per request, under the pass's when one runs
             return tracing.traced(method, path, lambda: self._fenced(method, path, call))
         return self._fenced(method, path, call)
 
-    def _fenced(self, method: str, path: str, call: _Call) -> requests.Response:
+    def _fenced(self, method: str, path: str, call: _Call) -> _Reply:
         guard = gate.current()  # the write gate installed on this thread, if any
         if guard is None or method in gate.READ_METHODS:
             return self._request(method, path, call)
         with guard.write(method, path) as recheck:
             return self._request(method, path, call, recheck)
 
+    def _ready(self, recheck: gate.Recheck | None) -> tuple[str | None, tuple[str, str] | None]:
+        """Before each attempt: the rate limiter's wait, then the write gate's check (it may
+        have closed meanwhile, or during a retry's backoff); the credentials to send."""
+        self.limiter.acquire()
+        if recheck is not None:
+            recheck()
+        return self.auth.credentials()
+
     def _request(
         self, method: str, path: str, call: _Call, recheck: gate.Recheck | None = None
-    ) -> requests.Response:
+    ) -> _Reply:
         if self._closed.is_set():
             raise TransportError("client is closed", method=method)
         url = self.url(path, call.params)
@@ -348,13 +186,11 @@ class Transport:
         idempotent = method in IDEMPOTENT_METHODS
         limit = self.retry.max_retries if call.retries is None else call.retries
         attempt, reauthed = 0, False
+        send = self._send_lean if call.lean else self._send
         while True:
-            self.limiter.acquire()
-            if recheck is not None:  # the gate may have closed while this waited
-                recheck()
-            authz, cert = self.auth.credentials()
+            authz, cert = self._ready(recheck)
             try:
-                resp = self._send(
+                resp = send(
                     method,
                     url,
                     data,
@@ -365,7 +201,7 @@ class Transport:
                 )
             except requests.RequestException as exc:
                 err = map_transport_error(exc, method, url, self.server)
-                if (idempotent or _not_sent(exc)) and attempt < limit:
+                if (idempotent or not_sent(exc)) and attempt < limit:
                     self._backoff(attempt, None, method)
                     attempt += 1
                     continue
@@ -414,6 +250,50 @@ class Transport:
             return session.request(
                 method, url, data=data, headers=headers, timeout=timeout, stream=stream, cert=cert
             )
+        prep = self._prepared(method, url, data, headers)
+        options = self._options(timeout, stream, cert)
+        resp = session.get_adapter(prep.url or url).send(prep, **options)  # honours mounts
+        return self._finished(resp, prep, options)
+
+    def _send_lean(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None,
+        headers: dict[str, str],
+        timeout: tuple[float, float],
+        stream: bool,
+        cert: tuple[str, str] | None,
+    ) -> _Reply:
+        """`_send` on urllib3's pool directly (`lean`) where requests' layers would only pass
+        the request through: no proxy, the client's own adapter unreplaced, TLS verified. A
+        redirect answer is handed to requests to follow, as `_send` does."""
+        session = self.session
+        pool, quoted = None, url
+        if self._fast and url.isascii() and not session.proxies:
+            quoted, path = lean.target(url, self._origin)
+            adapter = session.get_adapter(quoted)
+            if adapter is self._adapter and lean.stock(adapter):
+                cert_ = cert or self._cert
+                pool = adapter.lean_pool(quoted, session.verify, cert_ or session.cert)
+        if pool is None:
+            return self._send(method, url, data, headers, timeout, stream, cert)
+        method = method.upper()
+        sent = {**self._base_headers, **headers}
+        raw = lean.urlopen(
+            pool, self._adapter.max_retries, method, path, data, sent, lean.timeout(*timeout)
+        )
+        if raw.status in requests.models.REDIRECT_STATI and "location" in raw.headers:
+            prep = self._prepared(method, url, data, headers)
+            options = self._options(timeout, stream, cert or self._cert)
+            return self._finished(self._adapter.build_response(prep, raw), prep, options)
+        return lean.answer(raw, quoted)
+
+    def _prepared(
+        self, method: str, url: str, data: bytes | None, headers: dict[str, str]
+    ) -> requests.PreparedRequest:
+        """The PreparedRequest ``Session.request`` would build (the session's settings never
+        change what it holds here)."""
         prep = requests.PreparedRequest()
         prep.method = method.upper()
         prep.url = requests.utils.requote_uri(url)
@@ -424,25 +304,36 @@ class Transport:
         prep.body = data
         prep.prepare_content_length(data)
         prep.hooks = requests.hooks.default_hooks()
-        options: dict[str, Any] = {
+        return prep
+
+    def _options(
+        self, timeout: tuple[float, float], stream: bool, cert: tuple[str, str] | None
+    ) -> dict[str, Any]:
+        session = self.session
+        return {
             "timeout": timeout,
             "stream": stream,
             "verify": session.verify,
             "cert": cert if cert is not None else session.cert,
             "proxies": session.proxies,
         }
-        resp = session.get_adapter(prep.url or url).send(prep, **options)  # honours mounts
+
+    def _finished(
+        self, resp: requests.Response, prep: requests.PreparedRequest, options: dict[str, Any]
+    ) -> requests.Response:
+        """Redirects followed as ``Session.send`` follows them; the body read unless streamed."""
+        session = self.session
         if resp.is_redirect:
             history = [resp, *session.resolve_redirects(resp, prep, **options)]
             resp = history.pop()
             resp.history = history
-        if not stream:
+        if not options["stream"]:
             resp.content  # noqa: B018
         return resp
 
     def request_json(self, method: str, path: str, **kwargs: Any) -> Any:
         """:meth:`request` and decode the JSON body (``TransportError`` if it is not JSON)."""
-        resp = self.request(method, path, **kwargs)
+        resp = self._call(method, path, _Call(**kwargs, lean=not kwargs.get("stream")))
         try:
             return codec.loads(resp.content)
         except ValueError:

@@ -30,7 +30,8 @@ from cloudcoil_sync.client._internal.errors import (
     WatchStreamError,
     api_error,
 )
-from cloudcoil_sync.client._internal.transport import Transport, map_transport_error
+from cloudcoil_sync.client._internal.failures import map_transport_error
+from cloudcoil_sync.client._internal.transport import Transport
 
 __all__ = ["EVENT_TYPES", "MAX_EVENT_BYTES", "Watch", "WatchEvent"]
 
