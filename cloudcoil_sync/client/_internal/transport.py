@@ -53,6 +53,14 @@ class _Call(NamedTuple):
     lean: bool = False
 
 
+def _payload(call: _Call) -> tuple[bytes | None, str | None]:
+    """The body as sent (JSON-encoded unless bytes) and its content type (JSON by default)."""
+    body = call.body
+    data = body if body is None or isinstance(body, bytes) else _dumps(body)
+    content_type = call.content_type
+    return data, _JSON if data is not None and content_type is None else content_type
+
+
 class Transport:
     """Sends requests to one API server; thread-safe."""
 
@@ -175,10 +183,8 @@ class Transport:
         if self._closed.is_set():
             raise TransportError("client is closed", method=method)
         url = self.url(path, call.params)
-        body, content_type, stream = call.body, call.content_type, call.stream
-        data = body if body is None or isinstance(body, bytes) else _dumps(body)
-        if data is not None and content_type is None:
-            content_type = _JSON
+        data, content_type = _payload(call)
+        stream = call.stream
         timeout = (
             call.connect_timeout or self.connect_timeout,
             call.read_timeout or self.timeout,
