@@ -64,6 +64,12 @@ def records() -> Iterator[list[logging.LogRecord]]:
         logger.setLevel(level)
 
 
+def _notes(kube: Emulator, reason: str) -> list[str]:
+    """The notes of the Events with `reason` (events.k8s.io/v1, as the recorder posts)."""
+    events = kube.list_objects("events.k8s.io", "events", "default")
+    return [e.get("note", "") for e in events if e.get("reason") == reason]
+
+
 def parents(passes: Passes) -> Controller[Widget]:
     controller: Controller[Widget] = Controller(Widget)
     controller.owns(ConfigMap)
@@ -94,6 +100,8 @@ def test_each_pass_knows_its_causes_and_changes_and_logs_with_its_context(
     widgets.client(ConfigMap).delete("w1-0")
     passes.wait_for(Cause("child", object="ConfigMap default/w1-0", event="deleted"))
     assert runtime.queue.join(10)
+    assert kube_emulator.wait_for(lambda: _notes(kube_emulator, "ChildDeleted"), timeout=10)
+    assert _notes(kube_emulator, "ChildDeleted") == ["ConfigMap default/w1-0 deleted; reconciling"]
 
     widgets.client(Widget).raw.merge_patch("w1", {"spec": {"size": 2}})
     changes = passes.wait_for(Cause("spec", ("spec.size",)))

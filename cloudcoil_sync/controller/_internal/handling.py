@@ -20,6 +20,7 @@ from cloudcoil_sync.controller._internal.children import prune_children
 from cloudcoil_sync.controller._internal.context import PassServices, Request
 from cloudcoil_sync.controller._internal.events import EventRecorder
 from cloudcoil_sync.controller._internal.finalizers import Step, finalizer_step
+from cloudcoil_sync.controller._internal.logcontext import current
 from cloudcoil_sync.controller._internal.outcome import PassTimedOut
 from cloudcoil_sync.controller._internal.reporting import report_failure
 from cloudcoil_sync.controller._internal.store import decode
@@ -68,6 +69,8 @@ class PassHandler:
         if working is not None:
             self._marks.reports.forget(self._kind, key.namespace, key.name)
         request: Request[Any] = Request(key, working, self._services, original=snapshot)
+        if working is not None and self._recorder is not None:
+            _note_deleted_children(request)
         with self._lock:
             self._passes[key] = request
         # Writes are guarded by the pass's one fence (set by the workers around the pass);
@@ -139,3 +142,17 @@ class PassHandler:
                 timeout=self._controller.event_flush_timeout,
                 key=key,
             )
+
+
+def _note_deleted_children(request: Request[Any]) -> None:
+    """The one cause worth an Event: an owned child was deleted (by a user, a garbage
+    collector, a prune: `kubectl describe` on the primary then says why the operator acted
+    again); the rest of a pass's causes go to its debug line, metrics and span."""
+    info = current()
+    deleted = [
+        cause.object
+        for cause in (info.causes if info is not None else ())
+        if cause.kind == "child" and cause.event == "deleted" and cause.object
+    ]
+    if deleted:
+        request.event("ChildDeleted", f"{', '.join(deleted)} deleted; reconciling")
