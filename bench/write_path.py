@@ -1,6 +1,7 @@
 """CPU of one write on the real server, by layer: the reconciler's guarded JSON patch through
-`ResourceClient.json_patch`, `Transport.request_json`, and urllib3's pool directly (the
-physical floor of a Python HTTPS client on this machine).
+`ResourceClient.json_patch`, `Transport.request_json`, urllib3's pool directly, and the
+floor contender's write (`requests.Session.patch` with a merge patch, as `reconcile.py`'s
+floor sends it).
 
     KUBECONFIG=... python bench/write_path.py [--requests 400] [--rounds 3] [--prefix i45]
 
@@ -66,8 +67,24 @@ def _layers(config: Config, namespace: str) -> dict[str, Callable[[], Any]]:
         resp = pool.urlopen("PATCH", path, body=body, headers=headers, retries=False)
         return json.loads(resp.data)
 
+    from cluster import raw_session
+
+    session, server = raw_session(os.environ.get("KUBECONFIG"))
+    merge = json.dumps({"data": {"k": "v"}})
+    merge_headers = {"Content-Type": "application/merge-patch+json"}
+
+    def floor() -> Any:  # the floor contender's write: requests' Session.patch, as it is
+        response = session.patch(server + path, data=merge, headers=merge_headers)
+        response.raise_for_status()
+        return response.json()
+
     current = ops()
-    return {"api": api, "request_json": request_json, "urllib3": urllib3_direct}
+    return {
+        "api": api,
+        "request_json": request_json,
+        "urllib3": urllib3_direct,
+        "floor (requests)": floor,
+    }
 
 
 def _pool(transport: Any) -> Any:
