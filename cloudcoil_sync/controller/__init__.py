@@ -2,6 +2,7 @@
 
 from cloudcoil_sync._internal.logfields import ContextFilter as LogContextFilter
 from cloudcoil_sync._internal.tracing import enable as enable_tracing
+from cloudcoil_sync.controller._internal.cache import InformerNotSynced
 from cloudcoil_sync.controller._internal.causes import Cause
 from cloudcoil_sync.controller._internal.changes import Change
 from cloudcoil_sync.controller._internal.context import Context, Request
@@ -36,6 +37,7 @@ __all__ = [
     "DaemonStop",
     "EventRecorder",
     "HealthServer",
+    "InformerNotSynced",
     "InvalidObject",
     "LeaderElection",
     "LeadershipLost",
