@@ -24,8 +24,7 @@ from cloudcoil.resources import Resource
 from cloudcoil_sync.client import ResourceClient
 from cloudcoil_sync.controller._internal.filters import EventFilter, Filters
 from cloudcoil_sync.controller._internal.informer import Informer
-from cloudcoil_sync.controller._internal.listwatch import ClientListWatch
-from cloudcoil_sync.controller._internal.namespaces import NamespaceSelection
+from cloudcoil_sync.controller._internal.namespaces import NamespaceSelection, own_informer
 from cloudcoil_sync.controller._internal.scope import NamespaceSet
 
 __all__ = ["DynamicWatches", "WatchScope"]
@@ -122,17 +121,13 @@ class DynamicWatches:
         namespace: str | None,
         selectors: tuple[str | None, str | None],
     ) -> Informer:
-        source = ClientListWatch(
+        return own_informer(
             client,
-            namespace=namespace,
-            label_selector=selectors[0],
-            field_selector=selectors[1],
-        )
-        return Informer(
-            source,
-            name=f"{client.mapping.plural}@{namespace or '*'}(dynamic)",
+            namespace,
+            selectors,
             resync_period=self._resync,
             on_failure=self._on_failure,
+            tag="(dynamic)",
         )
 
     def stop(self, resource: type[Resource], timeout: float | None = 10.0) -> bool:

@@ -22,7 +22,7 @@ from cloudcoil_sync.controller._internal.informer import Informer
 from cloudcoil_sync.controller._internal.listwatch import ClientListWatch
 from cloudcoil_sync.controller._internal.scope import NamespaceSet
 
-__all__ = ["NamespaceSelection"]
+__all__ = ["NamespaceSelection", "own_informer"]
 
 JSON = dict[str, Any]
 
@@ -40,21 +40,6 @@ class NamespaceSelection:
         self.left: list[str] = []
         namespaces.add_handler(on_add=self._added, on_delete=self._deleted)
 
-    def scope(
-        self,
-        client: ResourceClient[Any],
-        selectors: tuple[str | None, str | None],
-        *,
-        resync_period: float,
-        on_failure: Callable[[BaseException], None],
-    ) -> NamespaceSet:
-        """A kind's changing set: an informer of its own (label and field `selectors`)
-        per selected namespace. Call before the Namespace informer starts."""
-        scope = self.build(client, selectors, resync_period=resync_period, on_failure=on_failure)
-        with self._lock:
-            self._sets.append(scope)
-        return scope
-
     def build(
         self,
         client: ResourceClient[Any],
@@ -63,28 +48,25 @@ class NamespaceSelection:
         resync_period: float,
         on_failure: Callable[[BaseException], None],
     ) -> NamespaceSet:
-        """A changing set that no join reaches until `attach`ed (a watch added while
-        running: its handlers go on first)."""
+        """A kind's changing set: an informer of its own (label and field `selectors`) per
+        selected namespace, once `follow`ed (before the Namespace informer starts) or
+        `attach`ed (while running: its handlers go on first)."""
 
         def make(namespace: str) -> Informer:
-            source = ClientListWatch(
-                client,
-                namespace=namespace,
-                label_selector=selectors[0],
-                field_selector=selectors[1],
-            )
-            return Informer(
-                source,
-                name=f"{client.mapping.plural}@{namespace}",
-                resync_period=resync_period,
-                on_failure=on_failure,
+            return own_informer(
+                client, namespace, selectors, resync_period=resync_period, on_failure=on_failure
             )
 
         return NamespaceSet({}, name=f"{client.mapping.plural}@{{{self._selector}}}", make=make)
 
+    def follow(self, scope: NamespaceSet) -> None:
+        """`scope` (from `build`) joins and leaves with the namespaces selected from now on."""
+        with self._lock:
+            self._sets.append(scope)
+
     def attach(self, scope: NamespaceSet) -> None:
         """While running: `scope` (from `build`) joins the namespaces selected now, then
-        follows the joins and leaves."""
+        follows."""
         with self._lock:
             self._sets.append(scope)
             for name in self._current:
@@ -122,3 +104,25 @@ class NamespaceSelection:
         with self._lock:
             sets = list(self._sets)
         return all([scope.stop(timeout) for scope in sets])
+
+
+def own_informer(
+    client: ResourceClient[Any],
+    namespace: str | None,
+    selectors: tuple[str | None, str | None],
+    *,
+    resync_period: float,
+    on_failure: Callable[[BaseException], None],
+    tag: str = "",
+) -> Informer:
+    """An informer of a runtime's own (not pooled) for a kind in `namespace` (None: all),
+    narrowed by the label and field `selectors`."""
+    source = ClientListWatch(
+        client, namespace=namespace, label_selector=selectors[0], field_selector=selectors[1]
+    )
+    return Informer(
+        source,
+        name=f"{client.mapping.plural}@{namespace or '*'}{tag}",
+        resync_period=resync_period,
+        on_failure=on_failure,
+    )

@@ -288,12 +288,13 @@ class ControllerRuntime:
             if self._selection is None:
                 namespaces = self._pooled(Namespace, None, chosen, None)
                 self._selection = NamespaceSelection(namespaces, chosen, self.log)
-            selected = self._selection.scope(
+            selected = self._selection.build(
                 self._config.client(resource),
                 (selector, field_selector),
                 resync_period=self.controller.resync_period,
                 on_failure=self._fail,
             )
+            self._selection.follow(selected)  # before the Namespace informer starts
             self._views.append(selected)
             view = cast(Informer, selected)
         elif listed and mapping.namespaced:
