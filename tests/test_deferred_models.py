@@ -21,11 +21,12 @@ print(json.dumps({{
 """
 
 
-def run(first: str, **env: str) -> dict[str, object]:
+def run(first: str, script: str = SCRIPT, **env: str) -> dict[str, object]:
+    """`script` in a fresh interpreter after the import `first`; its JSON answer."""
     import json
 
     out = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(first=first)],
+        [sys.executable, "-c", script.format(first=first)],
         capture_output=True,
         text=True,
         check=True,
@@ -97,18 +98,7 @@ print(json.dumps({{"loaded": loaded, "named": named, "found": found, "missing": 
 
 def test_model_packages_import_each_group_when_it_is_first_named() -> None:
     def lazy(first: str, **env: str) -> dict[str, object]:
-        import json
-
-        out = subprocess.run(
-            [sys.executable, "-c", LAZY.format(first=first)],
-            capture_output=True,
-            text=True,
-            check=True,
-            env={**os.environ, **env},
-            timeout=120,
-        )
-        result: dict[str, object] = json.loads(out.stdout)
-        return result
+        return run(first, LAZY, **env)
 
     deferred = lazy("import cloudcoil_sync")
     assert deferred["loaded"] == ["core"]  # not the 22 other API groups

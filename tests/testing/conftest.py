@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +63,18 @@ def client(kube_emulator: Emulator, tmp_path: Path) -> Iterator[Client]:
 
 def configmap(name: str, **data: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+
+
+def replay_in_order(
+    name: str, files: Sequence[str], done: set[str], replay: Callable[[str], None]
+) -> None:
+    """Replay `name` of recordings that build on each other, after every earlier one this
+    emulator has not seen (`done`, which `replay` fills): pytest-xdist (worksteal) may give
+    a worker a later file first, so no case depends on which worker ran what."""
+    for earlier in files[: files.index(name)]:
+        if earlier not in done:
+            try:
+                replay(earlier)
+            except AssertionError as error:
+                raise AssertionError(f"replaying the earlier {earlier}: {error}") from error
+    replay(name)

@@ -22,7 +22,7 @@ from recordings import exchange, exchange_files
 
 from cloudcoil_sync.testing import Emulator
 
-from .conftest import Client, configmap
+from .conftest import Client, configmap, replay_in_order
 
 FILES = exchange_files()
 NS = "rec-7p0zo"
@@ -298,16 +298,7 @@ def _subset(r: Replay, expected: Any, actual: Any) -> None:
 
 @pytest.mark.parametrize("name", FILES)
 def test_recorded(replay: Replay, name: str) -> None:
-    # The files build on each other. pytest-xdist (worksteal) may give this worker a later
-    # file first: the earlier ones are replayed here before it, so no case depends on which
-    # worker ran what.
-    for earlier in FILES[: FILES.index(name)]:
-        if earlier not in replay.done:
-            try:
-                _replay(replay, earlier)
-            except AssertionError as error:
-                raise AssertionError(f"replaying the earlier {earlier}: {error}") from error
-    _replay(replay, name)
+    replay_in_order(name, FILES, replay.done, lambda file: _replay(replay, file))
 
 
 def _replay(replay: Replay, name: str) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from cloudcoil_sync.testing import Emulator
 
-from .conftest import Client
+from .conftest import Client, replay_in_order
 from .conversion_kinds import THINGS, crd_manifest
 from .conversion_server import ConversionServer
 
@@ -97,16 +97,7 @@ def view(body: Any, server: ConversionServer) -> Any:
 
 @pytest.mark.parametrize("name", FILES)
 def test_emulator_answers_as_recorded(replay: Replay, name: str) -> None:
-    # The steps build on each other. pytest-xdist (worksteal) may give this worker a later
-    # step first: the earlier ones are replayed here before it (in order, as each worker
-    # runs its share), so no case depends on which worker ran what.
-    for earlier in FILES[: FILES.index(name)]:
-        if earlier not in replay.done:
-            try:
-                _replay(replay, earlier)
-            except AssertionError as error:
-                raise AssertionError(f"replaying the earlier {earlier}: {error}") from error
-    _replay(replay, name)
+    replay_in_order(name, FILES, replay.done, lambda step: _replay(replay, step))
 
 
 def _replay(replay: Replay, name: str) -> None:
