@@ -49,6 +49,19 @@ class Outcome:
     wrote: bool = False
     written: tuple[str, ...] = ()  # JSON pointers written, only collected for debug logs
 
+    def describe(self, seconds: float, *, absent: bool) -> str:
+        """One debug line's worth: outcome, duration and what was written."""
+        parts = [f"{self.kind} in {seconds * 1000:.1f} ms" + (" (object absent)" if absent else "")]
+        if self.requeue_after is not None:
+            parts.append(f"requeued after {self.requeue_after:g}s")
+        if self.error is not None:
+            parts.append(f"{type(self.error).__name__}: {self.error}")
+        if self.written:
+            parts.append(f"wrote {', '.join(self.written)}")
+        elif self.error is None:
+            parts.append("wrote" if self.wrote else "nothing to write")
+        return ", ".join(parts)
+
 
 class PassTimedOut(TimeoutError):
     """The pass outlived `reconcile_timeout`; whatever it returned was not written."""

@@ -2,29 +2,24 @@
 
 A pass builds the primary model from the informer's JSON once (`None` if absent), gives the
 handler a private copy (parsed from the same bytes: cheaper than a deep copy) and keeps the
-untouched snapshot for the diff, persists what the handler changed, and says what
-happened. It never touches the queue: `Workers` settles the key from the `Outcome` (see
-`outcome`).
+untouched snapshot for the diff, persists what the handler changed, and says what happened.
+It never touches the queue: `Workers` settles the key from the `Outcome` (see `outcome`):
+`success` or `requeue_after` (`Result`, `Wait`); `terminal` for a `TerminalError` (later
+events still reconcile); `error` for any other exception (409/422 conflicts and timeouts
+included; the next pass reads the informer's newer snapshot).
 
-- success: `success`, or `requeue_after` (`Result`, `Wait`);
-- `TerminalError`: failure reported, `terminal` (later events still reconcile);
-- any other exception (409/422 conflicts and timeouts included): failure reported,
-  `error`; the next pass reads the informer's newer snapshot.
+Handlers run on the pass threads and may block. A pass exceeding `reconcile_timeout` cannot
+be interrupted (threads cannot be cancelled): the watchdog abandons it. Its `PassFence`
+closes with cause `timeout` (a write already on the wire finishes first; later API writes
+from its thread are refused with `WriteFenced`), and the watchdog's releaser settles its
+key. When the handler finally returns, nothing it produced is written or recorded.
 
-Handlers run on the worker threads and may block. A pass exceeding `reconcile_timeout`
-cannot be interrupted (threads cannot be cancelled): the watchdog abandons it. Its
-`PassFence` (the one fence of a pass, a child of the term's) closes with cause `timeout`
-(a write already on the wire finishes first; later API writes from its thread are refused
-with `WriteFenced`), and the watchdog's releaser settles its key. When the handler finally
-returns, nothing it produced is written and nothing more is recorded.
-
-Persistence (`persist`, at the end) is the last step of a pass, not a layer of its own: the
-patch is `cloudcoil_sync._internal.patches.diff(snapshot, desired)`, which starts with
-`test` operations on the UID and resourceVersion the pass read, so a concurrent change or a
+Persistence (`persist`) is the last step of a pass, not a layer of its own: the patch is
+`cloudcoil_sync._internal.patches.diff(snapshot, desired)`, which starts with `test`
+operations on the UID and resourceVersion the pass read, so a concurrent change or a
 replaced object makes the API server refuse it (422, raised as `StaleWrite`) instead of
-being overwritten; spec/metadata and `/status` go in two guarded patches when the kind has
-a status subresource. The write is never rebased onto a fresh read; the next pass retries
-against the newer object.
+being overwritten; spec/metadata and `/status` go in two guarded patches when the kind has a
+status subresource. The write is never rebased onto a fresh read.
 """
 
 from __future__ import annotations
@@ -148,8 +143,14 @@ class Reconciler(Generic[T]):
         self.writes = 0
         self.changes = ChangeTracker()  # `ctx.changes`: since the last successful pass
 
-    def reconcile(self, key: ResourceKey, fence: PassFence | None = None) -> Outcome:
-        """One pass for `key` (its writes already guarded by `fence`, if any)."""
+    def reconcile(
+        self,
+        key: ResourceKey,
+        fence: PassFence | None = None,
+        handled: Callable[[], None] | None = None,
+    ) -> Outcome:
+        """One pass for `key` (its writes already guarded by `fence`, if any); `handled` is
+        called once the handler returned or raised, before the pass's own write."""
         started = time.monotonic()
         data = self._read(key)
         if data is not None and self._is_stale(key, data):  # before any model is built
@@ -165,7 +166,7 @@ class Reconciler(Generic[T]):
             return self._rejected(key, data, error)
         working = self.resource.model_validate_json(data) if data is not None else None
         try:
-            outcome = self._run(key, snapshot, working, fence)
+            outcome = self._run(key, snapshot, working, fence, handled)
         except PassRefused:
             # Not started (stopping, or the Lease's renew deadline passed): not an error; the
             # key comes back later unless the queue is closed by then.
@@ -181,7 +182,7 @@ class Reconciler(Generic[T]):
         debug = self._log.isEnabledFor(logging.DEBUG)
         if debug:
             changed = self.changes.changes(key, data, asked=False)
-            described = _describe(outcome, seconds, snapshot is None)
+            described = outcome.describe(seconds, absent=snapshot is None)
             if changed:
                 described += f"; changed since the last success: {'; '.join(map(str, changed))}"
             self._log.debug("Pass for %s: %s", key, described)
@@ -237,12 +238,20 @@ class Reconciler(Generic[T]):
         return Outcome("invalid", error=error)
 
     def _run(
-        self, key: ResourceKey, snapshot: T | None, working: T | None, fence: PassFence | None
+        self,
+        key: ResourceKey,
+        snapshot: T | None,
+        working: T | None,
+        fence: PassFence | None,
+        handled: Callable[[], None] | None,
     ) -> Outcome:
         try:
             value = self._handler(key, working, snapshot)
         except Wait as wait:
             value = wait
+        finally:
+            if handled is not None:
+                handled()
         if fence is not None:
             fence.check()
         desired, requeue_after = interpret(value)
@@ -377,20 +386,6 @@ class Reconciler(Generic[T]):
 
 
 _COUNTED = frozenset({"success", "requeue_after", "error", "terminal", "fenced", "timed_out"})
-
-
-def _describe(outcome: Outcome, seconds: float, absent: bool) -> str:
-    """One debug line's worth: outcome, duration and what was written."""
-    parts = [f"{outcome.kind} in {seconds * 1000:.1f} ms" + (" (object absent)" if absent else "")]
-    if outcome.requeue_after is not None:
-        parts.append(f"requeued after {outcome.requeue_after:g}s")
-    if outcome.error is not None:
-        parts.append(f"{type(outcome.error).__name__}: {outcome.error}")
-    if outcome.written:
-        parts.append(f"wrote {', '.join(outcome.written)}")
-    elif outcome.error is None:
-        parts.append("wrote" if outcome.wrote else "nothing to write")
-    return ", ".join(parts)
 
 
 def _classified(error: Exception) -> Exception:

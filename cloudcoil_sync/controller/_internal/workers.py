@@ -1,9 +1,13 @@
-"""`Workers`: the worker threads of one controller, the one place that settles a key with
+"""`Workers`: the pass threads of one controller, the one place that settles a key with
 the queue (`settle`: the switch on the pass's `Outcome`, as controller-runtime's
 `reconcileHandler`), and the watchdog that abandons a pass outliving `reconcile_timeout`
 (its `PassFence` closed, its key settled by a releaser thread, its thread replaced; see
 `reconciler` for what a pass does) and logs, once, with its stack, a pass running longer
 than `slow_pass_warning`.
+
+`workers` bounds the handlers running at once (`slots`); the pool has
+`pass_threads(workers)` threads, so a pass waiting for its write's answer holds no handler
+slot.
 
 Passes in flight are noted in a plain dict (no lock: the pass path takes none without a
 reconcile_timeout). The watchdog sleeps until the earliest threshold of the passes it
@@ -31,14 +35,16 @@ from cloudcoil_sync.controller._internal.metrics import ControllerMetrics
 from cloudcoil_sync.controller._internal.outcome import Outcome
 from cloudcoil_sync.controller._internal.queue import QueueClosed, WorkQueue
 from cloudcoil_sync.controller._internal.reconciler import Reconciler
+from cloudcoil_sync.controller._internal.slots import HandlerSlots, Slot, pass_threads
 from cloudcoil_sync.controller._internal.types import ResourceKey
 
 __all__ = ["Workers"]
 
 
 class Workers:
-    """`workers` threads taking keys from `queue`, running `reconciler.reconcile` and
-    settling each key from its outcome."""
+    """`pass_threads(workers)` threads taking keys from `queue`, running
+    `reconciler.reconcile` (at most `workers` handlers at once) and settling each key from
+    its outcome."""
 
     def __init__(
         self,
@@ -58,7 +64,8 @@ class Workers:
             raise ValueError("workers must be a positive integer")
         self._reconciler = reconciler
         self._queue = queue
-        self._workers = workers
+        self._workers = pass_threads(workers)  # threads; `workers` is the handler slots
+        self._slots = HandlerSlots(workers)
         self._timeout, self._slow = reconcile_timeout, slow_pass_warning  # the watchdog's
         self._clock = clock
         self._running: dict[threading.Thread, tuple[Any, float]] = {}  # passes in flight
@@ -71,7 +78,7 @@ class Workers:
         self._scopes = PassScopes(self._name, kind, metrics.caused if metrics else None)
         self._lock = threading.Condition()
         self._threads: set[threading.Thread] = set()
-        self._active: dict[threading.Thread, PassFence] = {}
+        self._active: dict[threading.Thread, tuple[PassFence, Slot]] = {}
         self._retired: set[threading.Thread] = set()
         self._releasing: set[threading.Thread] = set()
         self._stopping = self._started = False
@@ -116,6 +123,7 @@ class Workers:
         `timeout`. False if some pass was still running at the deadline (its thread is left
         to finish on its own; nothing is interrupted mid-write)."""
         self._queue.shutdown(immediate=True)
+        self._slots.close()
         return self._join(None if timeout is None else time.monotonic() + timeout)
 
     def drain(self, timeout: float | None = 10.0) -> bool:
@@ -124,6 +132,7 @@ class Workers:
         give_up = None if timeout is None else time.monotonic() + timeout
         finished = self._join(give_up)
         self._queue.shutdown(immediate=True)
+        self._slots.close()
         return finished
 
     def _join(self, give_up: float | None) -> bool:
@@ -165,36 +174,45 @@ class Workers:
             while True:
                 if me in self._retired and self._replaced(me):
                     return
+                slot = self._slots.take()  # before the key: keys wait in the queue, not here
+                if slot is None:
+                    return
                 try:
                     key = self._queue.get()
                 except QueueClosed:
+                    slot.give()
                     return
-                scope = self._scopes.enter(key, self._queue.causes(key))  # logs, span, why
-                fence = PassFence(key, parent=self._fence, started=self._clock())
-                self._begin(me, fence)
-                if self._metrics is not None:
-                    self._metrics.worker_started()
-                self._running[me] = (key, fence.started)
-                if self._watch_idle:
-                    self._wake_watchdog()
-                try:
-                    with fenced(fence):
-                        outcome = self._reconciler.reconcile(key, fence)
-                except BaseException as error:
-                    logging.getLogger(f"cloudcoil_sync.controller.{self._name}").exception(
-                        "Unexpected failure processing %s", key
-                    )
-                    outcome = Outcome("error", error=error)
-                finally:
-                    self._running.pop(me, None)
-                if self._finish(me, fence):  # else the watchdog's releaser settles the key
-                    self.settle(key, outcome)
-                scope.exit(outcome.kind)
+                self._pass(me, key, slot)
         finally:
             with self._lock:
                 self._threads.discard(me)
                 self._retired.discard(me)
                 self._lock.notify_all()
+
+    def _pass(self, me: threading.Thread, key: ResourceKey, slot: Slot) -> None:
+        scope = self._scopes.enter(key, self._queue.causes(key))  # logs, span, why
+        fence = PassFence(key, parent=self._fence, started=self._clock())
+        self._begin(me, fence, slot)
+        if self._metrics is not None:
+            self._metrics.worker_started()
+            slot.then = self._metrics.worker_finished
+        self._running[me] = (key, fence.started)
+        if self._watch_idle:
+            self._wake_watchdog()
+        try:
+            with fenced(fence):
+                outcome = self._reconciler.reconcile(key, fence, handled=slot.give)
+        except BaseException as error:
+            logging.getLogger(f"cloudcoil_sync.controller.{self._name}").exception(
+                "Unexpected failure processing %s", key
+            )
+            outcome = Outcome("error", error=error)
+        finally:
+            self._running.pop(me, None)
+            slot.give()  # a pass that ended before its handler returned
+        if self._finish(me, fence):  # else the watchdog's releaser settles the key
+            self.settle(key, outcome)
+        scope.exit(outcome.kind)
 
     # Without a reconcile_timeout nothing watches passes in flight, so a pass does not
     # take the pool's lock at all (it took it three times): every lock all workers share
@@ -222,14 +240,12 @@ class Workers:
             case "error" | "fenced" | "timed_out" | "abandoned":
                 queue.retry(key, retry(outcome.kind))
         queue.done(key)
-        if self._metrics is not None:
-            self._metrics.worker_finished()
 
-    def _begin(self, me: threading.Thread, fence: PassFence) -> None:
+    def _begin(self, me: threading.Thread, fence: PassFence, slot: Slot) -> None:
         if self._timeout is None:
             return
         with self._lock:
-            self._active[me] = fence
+            self._active[me] = (fence, slot)
             self._lock.notify_all()
 
     def _finish(self, me: threading.Thread, fence: PassFence) -> bool:
@@ -289,7 +305,7 @@ class Workers:
             return None
         limit = self._timeout
         next_check: float | None = None
-        for thread, fence in list(self._active.items()):
+        for thread, (fence, slot) in list(self._active.items()):
             if fence.expired:
                 continue
             due = fence.started + limit
@@ -301,9 +317,11 @@ class Workers:
                     fence.abandoned = True
                     del self._active[thread]
                     self._start_release(fence)
-                # Keep the pool's capacity while the pass is stuck, within a bound:
-                # at most as many stuck threads as workers.
-                if len(self._threads) < 2 * self._workers:
+                # Keep the pool's capacity while the pass is stuck, within a bound: at most
+                # as many stuck threads as handler slots; past it a stuck handler keeps its
+                # slot, so no more handlers than `workers` + stuck ones ever run.
+                if len(self._threads) < self._workers + self._slots.size:
+                    slot.give()  # its handler may still run: the slot goes to a new pass
                     self._spawn()
                 else:
                     logging.getLogger(f"cloudcoil_sync.controller.{self._name}").error(
