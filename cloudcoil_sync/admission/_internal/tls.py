@@ -12,6 +12,7 @@ Serving certificates are reloaded when their files change (`serving_certs`).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import select
@@ -34,6 +35,12 @@ _CHUNK = 65536
 _LIMIT_WARNING_INTERVAL = 10.0
 # Accept retry when it failed (EMFILE) and no connection of ours can free a descriptor.
 _ACCEPT_RETRY = 1.0
+# A connection idle this long when the front stops is reset (RST), not closed with a FIN:
+# its client read our last answer long ago, and a Go client (kube-apiserver) that picks it
+# from its pool just then sees a write or read fail with nothing of its POST sent, which it
+# retries on a new connection; after a FIN it gets "server closed idle connection" or, once
+# its request went out, EPIPE/EOF, neither retried for a POST (golang/go#22158).
+RESET_AFTER_IDLE = 1.0
 
 
 Serve = Callable[["TLSStream"], None]
@@ -84,6 +91,9 @@ class TLSFront:
         self._wake_r, self._wake_w = -1, -1
         self._stopping = threading.Event()
         self._drain_deadline = 0.0
+        self.reset_after_idle = RESET_AFTER_IDLE
+        #: A client from outside loopback connected (one that may reach us through a Service).
+        self.remote_clients = False
         self.accepted = 0  # connections handed to a thread
         self.rejected = 0  # connections refused at a limit (answered 503 or closed)
         self._next_limit_warning = 0.0
@@ -197,6 +207,8 @@ class TLSFront:
                     log.warning("Webhook TLS accept failed: %s", error)
                     self._await_descriptor()
                     continue
+                if not self.remote_clients and not _loopback(str(peer[0])):
+                    self.remote_clients = True
                 self._dispatch(Connection(client, peer=str(peer[0])))
         finally:
             listener.close()
@@ -256,20 +268,24 @@ class TLSFront:
     # -- one connection --------------------------------------------------------------------
 
     def _serve(self, connection: Connection) -> None:
+        reset = False
         try:
             tls = self._handshake(connection, self.limits.handshake_timeout)
             if tls is None:
                 return
             connection.enter(Phase.IDLE)
             self.serve(TLSStream(self, tls, connection))
-            with contextlib.suppress(OSError, ValueError):
-                tls.unwrap()  # send close_notify; never wait for the client's
+            # Closed by our stop while quiet (RESET_AFTER_IDLE says why it is reset).
+            reset = self._stopping.is_set() and connection.idle_for(self.reset_after_idle)
+            if not reset:
+                with contextlib.suppress(OSError, ValueError):
+                    tls.unwrap()  # send close_notify; never wait for the client's
         except (OSError, ValueError) as error:
             log.debug("Webhook TLS connection ended: %s", error)
         except Exception:
             log.exception("Webhook TLS connection failed")
         finally:
-            self._ended(connection)
+            self._ended(connection, reset)
             self.table.release(connection)
 
     def _reject(self, connection: Connection) -> None:
@@ -297,8 +313,8 @@ class TLSFront:
             with self._lock:
                 self._rejecting -= 1
 
-    def _ended(self, connection: Connection) -> None:
-        connection.close()
+    def _ended(self, connection: Connection, reset: bool = False) -> None:
+        connection.close(reset)
         with self._freed:
             self._connections.pop(threading.current_thread(), None)
             self._freed.notify_all()
@@ -368,9 +384,8 @@ class TLSStream:
 
     def receive(self, deadline: float) -> bytes:
         """The next decrypted bytes; b"" when the connection should end (the client closed
-        it or the front is stopping: requests already read have been answered by then, the
-        caller asks only between requests); TimeoutError when none came by `deadline`
-        (time.monotonic).
+        it, or the front stops and it is idle: see `_receive_stopping`); TimeoutError when
+        none came by `deadline` (time.monotonic).
         """
         front = self.front
         while not front._stopping.is_set():
@@ -388,7 +403,28 @@ class TLSStream:
             except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
                 return b""
             return data
-        return b""
+        return self._receive_stopping(deadline)
+
+    def _receive_stopping(self, deadline: float) -> bytes:
+        """Once the front stops: b"" for an idle connection with nothing to read (it is
+        closed); else what arrived and the rest of a request begun, so that a request that
+        reached us is answered rather than dropped (the front's abort bounds the wait)."""
+        idle = self.connection.phase == Phase.IDLE
+        while True:
+            if not self.tls.pending():
+                wait = 0.0 if idle else deadline - time.monotonic()
+                if wait < 0:
+                    raise TimeoutError("Webhook client sent nothing in time")
+                if not _poll({self.fd: select.POLLIN}, wait):
+                    if idle:
+                        return b""
+                    continue
+            try:
+                return self.tls.recv(_CHUNK)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                idle = False  # part of a record: a request is arriving
+            except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
+                return b""
 
     def discard(self, deadline: float, limit: int = 8 << 20, quiet: float = 0.25) -> None:
         """Read and drop what the client still sends, until it closes, pauses for `quiet`
@@ -417,6 +453,14 @@ class TLSStream:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not _poll({self.fd: events}, remaining):
                 raise TimeoutError("Webhook client did not read its answer in time")
+
+
+def _loopback(address: str) -> bool:
+    with contextlib.suppress(ValueError):
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+        mapped = getattr(ip, "ipv4_mapped", None)
+        return bool((mapped or ip).is_loopback)
+    return False
 
 
 def _poll(fds: dict[int, int], timeout: float | None = None) -> set[int]:
