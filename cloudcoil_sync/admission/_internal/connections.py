@@ -21,7 +21,6 @@ from __future__ import annotations
 import _socket
 import contextlib
 import socket
-import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,8 +40,6 @@ class Phase:
     ACTIVE = "active"  # a complete request: being processed or answered
 
 
-# SO_LINGER on, 0 s: close(2) sends an RST and discards what is unsent.
-_RESET = struct.pack("ii", 1, 0)
 # Phases of a connection that has not completed its handshake or its current request.
 PENDING = frozenset({Phase.SILENT, Phase.HANDSHAKE, Phase.RECEIVING})
 
@@ -78,18 +75,11 @@ class Connection:
                 with contextlib.suppress(OSError):
                     _socket.socket.shutdown(self.client, socket.SHUT_RDWR)
 
-    def close(self, reset: bool = False) -> None:
-        """Close; with `reset`, abortively (SO_LINGER 0: an RST, no FIN, no close_notify)."""
+    def close(self) -> None:
         with self.lock:
             self.closed = True
             with contextlib.suppress(OSError):
-                if reset:
-                    self.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
                 self.client.close()
-
-    def idle_for(self, seconds: float) -> bool:
-        """Whether it has been idle between requests for at least `seconds`."""
-        return self.phase == Phase.IDLE and time.monotonic() - self.since >= seconds
 
 
 class ConnectionTable:

@@ -35,12 +35,6 @@ _CHUNK = 65536
 _LIMIT_WARNING_INTERVAL = 10.0
 # Accept retry when it failed (EMFILE) and no connection of ours can free a descriptor.
 _ACCEPT_RETRY = 1.0
-# A connection idle this long when the front stops is reset (RST), not closed with a FIN:
-# its client read our last answer long ago, and a Go client (kube-apiserver) that picks it
-# from its pool just then sees a write or read fail with nothing of its POST sent, which it
-# retries on a new connection; after a FIN it gets "server closed idle connection" or, once
-# its request went out, EPIPE/EOF, neither retried for a POST (golang/go#22158).
-RESET_AFTER_IDLE = 1.0
 
 
 Serve = Callable[["TLSStream"], None]
@@ -91,7 +85,6 @@ class TLSFront:
         self._wake_r, self._wake_w = -1, -1
         self._stopping = threading.Event()
         self._drain_deadline = 0.0
-        self.reset_after_idle = RESET_AFTER_IDLE
         #: A client from outside loopback connected (one that may reach us through a Service).
         self.remote_clients = False
         self.accepted = 0  # connections handed to a thread
@@ -268,24 +261,23 @@ class TLSFront:
     # -- one connection --------------------------------------------------------------------
 
     def _serve(self, connection: Connection) -> None:
-        reset = False
         try:
             tls = self._handshake(connection, self.limits.handshake_timeout)
             if tls is None:
                 return
             connection.enter(Phase.IDLE)
             self.serve(TLSStream(self, tls, connection))
-            # Closed by our stop while quiet (RESET_AFTER_IDLE says why it is reset).
-            reset = self._stopping.is_set() and connection.idle_for(self.reset_after_idle)
-            if not reset:
-                with contextlib.suppress(OSError, ValueError):
-                    tls.unwrap()  # send close_notify; never wait for the client's
+            # close_notify and a FIN, also for an idle connection at stop: a Go client
+            # (kube-apiserver) reusing it just then lost ~20x more POSTs to an RST, and as
+            # many to a lingering close (bench/close-race-results.md).
+            with contextlib.suppress(OSError, ValueError):
+                tls.unwrap()  # send close_notify; never wait for the client's
         except (OSError, ValueError) as error:
             log.debug("Webhook TLS connection ended: %s", error)
         except Exception:
             log.exception("Webhook TLS connection failed")
         finally:
-            self._ended(connection, reset)
+            self._ended(connection)
             self.table.release(connection)
 
     def _reject(self, connection: Connection) -> None:
@@ -313,8 +305,8 @@ class TLSFront:
             with self._lock:
                 self._rejecting -= 1
 
-    def _ended(self, connection: Connection, reset: bool = False) -> None:
-        connection.close(reset)
+    def _ended(self, connection: Connection) -> None:
+        connection.close()
         with self._freed:
             self._connections.pop(threading.current_thread(), None)
             self._freed.notify_all()
