@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import pytest
 from waiting import wait_until
 
+from cloudcoil_sync.admission._internal import tls as tls_module
 from cloudcoil_sync.admission._internal.connections import Phase
 from cloudcoil_sync.admission._internal.server import WebhookHost
 
@@ -124,8 +125,9 @@ def test_the_stop_completes_within_its_bound_with_silent_and_idle_clients(
 
 
 def test_a_request_begun_before_the_stop_is_answered_not_dropped(
-    host_factory: Factory, client_context: ssl.SSLContext
+    host_factory: Factory, client_context: ssl.SSLContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(tls_module, "_BEGUN_REQUEST_GRACE", 30.0)  # a loaded machine's pause
     host = host_factory(header_timeout=30)
     front = host.front
     assert front is not None

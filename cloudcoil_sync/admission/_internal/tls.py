@@ -35,6 +35,9 @@ _CHUNK = 65536
 _LIMIT_WARNING_INTERVAL = 10.0
 # Accept retry when it failed (EMFILE) and no connection of ours can free a descriptor.
 _ACCEPT_RETRY = 1.0
+# Once the front stops, how long a request begun (its first bytes in) may take to arrive in
+# full: an API server writes one at once; a client dripping one is not waited for longer.
+_BEGUN_REQUEST_GRACE = 1.0
 
 
 Serve = Callable[["TLSStream"], None]
@@ -85,6 +88,7 @@ class TLSFront:
         self._wake_r, self._wake_w = -1, -1
         self._stopping = threading.Event()
         self._drain_deadline = 0.0
+        self._stop_began = 0.0
         #: A client from outside loopback connected (one that may reach us through a Service).
         self.remote_clients = False
         self.accepted = 0  # connections handed to a thread
@@ -145,7 +149,8 @@ class TLSFront:
         """
         if self._accept_thread is None or self._stopping.is_set():
             return self._join_all(time.monotonic())
-        deadline = time.monotonic() + timeout
+        self._stop_began = time.monotonic()
+        deadline = self._stop_began + timeout
         self._drain_deadline = deadline - min(1.0, timeout / 2)
         self._stopping.set()
         os.write(self._wake_w, b"x")  # level-triggered: wakes every select, now and later
@@ -399,16 +404,18 @@ class TLSStream:
 
     def _receive_stopping(self, deadline: float) -> bytes:
         """Once the front stops: b"" for an idle connection with nothing to read (it is
-        closed); else what arrived and the rest of a request begun, so that a request that
-        reached us is answered rather than dropped (the front's abort bounds the wait)."""
+        closed); else what arrived and the rest of a request begun (for at most
+        `_BEGUN_REQUEST_GRACE`), so that a request that reached us is answered, not dropped."""
         idle = self.connection.phase == Phase.IDLE
+        grace = self.front._stop_began + _BEGUN_REQUEST_GRACE
         while True:
             if not self.tls.pending():
-                wait = 0.0 if idle else deadline - time.monotonic()
-                if wait < 0:
+                now = time.monotonic()
+                if not idle and now >= deadline:
                     raise TimeoutError("Webhook client sent nothing in time")
-                if not _poll({self.fd: select.POLLIN}, wait):
-                    if idle:
+                done = idle or now >= grace  # nothing more to wait for
+                if not _poll({self.fd: select.POLLIN}, 0.0 if done else min(deadline, grace) - now):
+                    if done:
                         return b""
                     continue
             try:
