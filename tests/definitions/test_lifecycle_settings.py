@@ -218,6 +218,8 @@ def test_webhook_server_defaults():
     )
     assert (server.host, server.port, server.service_port) == ("0.0.0.0", 9443, 443)
     assert (server.startup_timeout, server.shutdown_timeout) == (30, 10)
+    assert server.drain_delay == 5
+    assert WebhookServer(drain_delay=0).drain_delay == 0  # off
     with pytest.raises(AttributeError):
         server.port = 1  # type: ignore[misc]
 
@@ -230,6 +232,9 @@ def test_webhook_server_defaults():
         ({"port": True}, "Webhook ports must be integers between 1 and 65535"),
         ({"startup_timeout": 0}, "Webhook timeouts must be finite and positive"),
         ({"shutdown_timeout": float("inf")}, "Webhook timeouts must be finite and positive"),
+        ({"drain_delay": -1}, "drain_delay must be a finite number of seconds >= 0, got -1"),
+        ({"drain_delay": float("nan")}, "drain_delay must be a finite number of seconds"),
+        ({"drain_delay": True}, "drain_delay must be a finite number of seconds >= 0, got True"),
     ],
 )
 def test_webhook_server_validation(options, message):

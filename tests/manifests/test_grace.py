@@ -30,9 +30,11 @@ def operator(
     drain: float | None = 10,
     health: bool = True,
     sharding: Sharding | None = None,
+    delay: float = 5,
 ) -> Application:
     """Controllers (longest shutdown_timeout `shutdown`), a Lease (`renew`: its renew_deadline;
-    None: none), a webhook server (`drain`: its shutdown_timeout) and a health server."""
+    None: none), a webhook server (`drain`: its shutdown_timeout; `delay`: its drain_delay)
+    and a health server."""
     election = None
     if renew is not None:
         election = LeaderElection("ops", lease_duration=renew + 5, renew_deadline=renew)
@@ -42,7 +44,7 @@ def operator(
         leader_election=election,
         sharding=sharding,
         health=HealthServer(host="0.0.0.0", port=8080) if health else None,
-        webhook=None if drain is None else WebhookServer(shutdown_timeout=drain),
+        webhook=None if drain is None else WebhookServer(shutdown_timeout=drain, drain_delay=delay),
     )
     app.controller(ConfigMap, shutdown_timeout=min(shutdown, 5)).reconcile()(lambda cm: None)
     app.controller(Widget, shutdown_timeout=shutdown).reconcile()(lambda widget: None)
@@ -66,6 +68,8 @@ def test_the_grace_period_adds_up_every_step_of_the_stop(ca_pair: tuple[bytes, b
         ({"drain": 25}, 15),  # the webhook server's shutdown_timeout
         ({"drain": None}, -10),  # no webhook server
         ({"health": False}, -5),  # no health server
+        ({"delay": 80}, 0),  # the drain delay runs alongside the 83 s before the webhook's stop
+        ({"delay": 100}, 100 - 83),  # and counts where it outlasts them
     ],
 )
 def test_each_input_of_the_budgets_moves_the_grace_period(
@@ -102,3 +106,12 @@ def test_never_below_the_kubernetes_default(ca_pair: tuple[bytes, bytes]) -> Non
     admission_only = Application("ops", namespace="ops", webhook=WebhookServer())
     admission_only.validate(Widget)(lambda request: None)
     assert grace(admission_only, ca_pair[0]) == 30  # 10 s drain + 5 s margin
+
+
+def test_the_drain_delay_of_an_admission_only_operator_counts_in_full(
+    ca_pair: tuple[bytes, bytes],
+) -> None:
+    admission_only = Application("ops", namespace="ops", webhook=WebhookServer(drain_delay=40))
+    admission_only.validate(Widget)(lambda request: None)
+    assert grace(admission_only, ca_pair[0]) == 40 + 10 + 5  # delay, drain, exit margin
+    assert budgets.StopPlan(webhook=10, drain_delay=0).termination_grace() == 30

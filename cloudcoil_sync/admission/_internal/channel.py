@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 
         def get_environment(self) -> dict[str, Any]: ...
 
+        def set_close_on_finish(self) -> None: ...
+
+        def build_response_header(self) -> bytes: ...
+
 else:
     _WSGITask = WSGITask
 
@@ -87,7 +91,14 @@ WAITRESS_INTERNALS: dict[str, tuple[str, ...]] = {
         "path",
         "version",
     ),
-    "waitress.task.Task": ("start", "finish", "wrote_header", "close_on_finish"),
+    "waitress.task.Task": (
+        "start",
+        "finish",
+        "wrote_header",
+        "close_on_finish",
+        "set_close_on_finish",
+        "build_response_header",
+    ),
     "waitress.task.WSGITask": ("execute", "get_environment", "environ"),
     "waitress.task.ErrorTask": ("execute",),
     "waitress.proxy_headers.proxy_headers_middleware": (),
@@ -139,8 +150,11 @@ class Connections:
         watchdog: Watchdog,
         turns: Turns,
         threads: int | None = None,
+        draining: threading.Event | None = None,
     ) -> None:
         adj = _adjustments(max_request_body_size)
+        # Set once the server drains: every answer closes its connection.
+        self.draining = draining if draining is not None else threading.Event()
         self.adj = adj
         self.limits = limits
         self.watchdog = watchdog
@@ -169,7 +183,13 @@ def _refuse_body(request: HTTPRequestParser) -> None:
 
 
 class _Task(_WSGITask):
-    """waitress's WSGI task, with the channel's late-answer hook in the environ."""
+    """waitress's WSGI task, with the channel's late-answer hook in the environ; while
+    the server drains, its answer carries `Connection: close` and ends the connection."""
+
+    def build_response_header(self) -> bytes:
+        if self.channel.server.draining.is_set():
+            self.set_close_on_finish()  # retires the client's pooled connection
+        return super().build_response_header()
 
     def get_environment(self) -> dict[str, Any]:
         environ: dict[str, Any] | None = self.environ

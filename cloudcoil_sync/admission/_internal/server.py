@@ -16,12 +16,14 @@ app the plain-HTTP `HealthServer` serves too: `_internal/endpoints.py`).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from cloudcoil_sync._internal.endpoints import Access, Check, OperatorEndpoints, answer
 from cloudcoil_sync._internal.service import ExitCallback
+from cloudcoil_sync._internal.signals import wait_event
 from cloudcoil_sync.admission._internal.channel import (
     CLIENT_VERIFIED,
     LATE_ANSWER,
@@ -90,6 +92,14 @@ class WebhookHost:
     `client_ca_file` (controller-runtime's ClientCAName), a client certificate that does not
     chain to those CAs fails the handshake, and admission paths need a verified one (403);
     the probes and `/metrics` (bearer tokens) do not.
+
+    Stopping is a lame-duck drain (`drain`, then `stop`): from `drain` on, every answer
+    carries `Connection: close` (a client's pooled connection is retired on its next use and
+    it dials anew, reaching a replica its Endpoints still list) and `/readyz` is 503, while
+    the listener keeps accepting; `stop` then waits for what is left of `drain_delay` since
+    `drain` before it stops accepting. The delay only applies once a client from outside
+    loopback connected (`drain_loopback=True`: always): Endpoints lag only for clients that
+    reach us through a Service, not for a local API server or emulator.
     """
 
     def __init__(
@@ -111,10 +121,18 @@ class WebhookHost:
         registry: CollectorRegistry | None = None,
         metrics_access: Access | None = None,
         client_ca_file: str | None = None,
+        drain_delay: float = 0.0,
+        drain_loopback: bool = False,
     ) -> None:
+        #: Set by `drain`: answers close their connections, /readyz is 503.
+        self.draining = threading.Event()
+        self._drain_began = 0.0
+        self._drain_ended = threading.Event()  # `end_drain`: the delay is over
+        self.drain_delay, self.drain_loopback = drain_delay, drain_loopback
+        ready = ready or _always
         self.app = OperatorEndpoints(
             healthy=healthy or _always,
-            ready=ready or _always,
+            ready=lambda: not self.draining.is_set() and ready(),
             controllers_ready=controllers_ready or _never,
             registry=registry,
             metrics_access=metrics_access,  # MetricsAccess.decide
@@ -146,6 +164,7 @@ class WebhookHost:
             port=settings.port,
             limits=settings.limits,
             client_ca_file=settings.client_ca_file,
+            drain_delay=settings.drain_delay,
             **options,
         )
 
@@ -190,6 +209,7 @@ class WebhookHost:
             watchdog=self.watchdog,
             turns=self.turns,
             threads=self.threads,
+            draining=self.draining,
         )
         front = TLSFront(
             self.certificates, http.serve, host=self.host, port=self.port, limits=self.limits
@@ -201,11 +221,35 @@ class WebhookHost:
         http.effective_port = front.address[1]
         log.info("Serving admission webhooks on https://%s:%d", *self.address)
 
+    def drain(self) -> None:
+        """Begin the lame-duck drain (the stop's first step; `stop` calls it too): keep
+        serving, but close each connection after its answer, and report not ready."""
+        if not self.draining.is_set():
+            self._drain_began = time.monotonic()
+            self.draining.set()
+            log.info("Webhook server draining: answers close their connections")
+
+    def end_drain(self) -> None:
+        """End the drain delay now (a stop waiting for it goes on at once)."""
+        self._drain_ended.set()
+
+    def _drain_wait(self) -> float:
+        """What is left of the drain delay, 0 if it does not apply (see the class)."""
+        front = self.front
+        if front is None or not (self.drain_loopback or front.remote_clients):
+            return 0.0
+        return max(0.0, self._drain_began + self.drain_delay - time.monotonic())
+
     def stop(self, timeout: float | None = 10.0) -> bool:
-        """Stop accepting, let in-flight requests finish within `timeout` (None: 10 s, the
-        bound open connections need one); True if every thread joined."""
+        """Drain, wait for what is left of the drain delay, then stop accepting and let
+        in-flight requests finish within `timeout` (None: 10 s, the bound open connections
+        need one); True if every thread joined."""
         if self.front is None:
             return True
+        self.drain()
+        wait = self._drain_wait()
+        if wait > 0 and not wait_event(self._drain_ended, wait):
+            log.info("Webhook server drain delay over; closing the listener")
         timeout = 10.0 if timeout is None else timeout
         deadline = time.monotonic() + timeout
         joined = self.front.stop(timeout=timeout)  # turns still pass on while it drains

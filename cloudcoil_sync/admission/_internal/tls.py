@@ -12,6 +12,7 @@ Serving certificates are reloaded when their files change (`serving_certs`).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import select
@@ -34,6 +35,9 @@ _CHUNK = 65536
 _LIMIT_WARNING_INTERVAL = 10.0
 # Accept retry when it failed (EMFILE) and no connection of ours can free a descriptor.
 _ACCEPT_RETRY = 1.0
+# Once the front stops, how long a request begun (its first bytes in) may take to arrive in
+# full: an API server writes one at once; a client dripping one is not waited for longer.
+_BEGUN_REQUEST_GRACE = 1.0
 
 
 Serve = Callable[["TLSStream"], None]
@@ -84,6 +88,9 @@ class TLSFront:
         self._wake_r, self._wake_w = -1, -1
         self._stopping = threading.Event()
         self._drain_deadline = 0.0
+        self._stop_began = 0.0
+        #: A client from outside loopback connected (one that may reach us through a Service).
+        self.remote_clients = False
         self.accepted = 0  # connections handed to a thread
         self.rejected = 0  # connections refused at a limit (answered 503 or closed)
         self._next_limit_warning = 0.0
@@ -142,7 +149,8 @@ class TLSFront:
         """
         if self._accept_thread is None or self._stopping.is_set():
             return self._join_all(time.monotonic())
-        deadline = time.monotonic() + timeout
+        self._stop_began = time.monotonic()
+        deadline = self._stop_began + timeout
         self._drain_deadline = deadline - min(1.0, timeout / 2)
         self._stopping.set()
         os.write(self._wake_w, b"x")  # level-triggered: wakes every select, now and later
@@ -197,6 +205,8 @@ class TLSFront:
                     log.warning("Webhook TLS accept failed: %s", error)
                     self._await_descriptor()
                     continue
+                if not self.remote_clients and not _loopback(str(peer[0])):
+                    self.remote_clients = True
                 self._dispatch(Connection(client, peer=str(peer[0])))
         finally:
             listener.close()
@@ -262,6 +272,9 @@ class TLSFront:
                 return
             connection.enter(Phase.IDLE)
             self.serve(TLSStream(self, tls, connection))
+            # close_notify and a FIN, also for an idle connection at stop: a Go client
+            # (kube-apiserver) reusing it just then lost ~20x more POSTs to an RST, and as
+            # many to a lingering close (bench/close-race-results.md).
             with contextlib.suppress(OSError, ValueError):
                 tls.unwrap()  # send close_notify; never wait for the client's
         except (OSError, ValueError) as error:
@@ -368,9 +381,8 @@ class TLSStream:
 
     def receive(self, deadline: float) -> bytes:
         """The next decrypted bytes; b"" when the connection should end (the client closed
-        it or the front is stopping: requests already read have been answered by then, the
-        caller asks only between requests); TimeoutError when none came by `deadline`
-        (time.monotonic).
+        it, or the front stops and it is idle: see `_receive_stopping`); TimeoutError when
+        none came by `deadline` (time.monotonic).
         """
         front = self.front
         while not front._stopping.is_set():
@@ -388,7 +400,30 @@ class TLSStream:
             except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
                 return b""
             return data
-        return b""
+        return self._receive_stopping(deadline)
+
+    def _receive_stopping(self, deadline: float) -> bytes:
+        """Once the front stops: b"" for an idle connection with nothing to read (it is
+        closed); else what arrived and the rest of a request begun (for at most
+        `_BEGUN_REQUEST_GRACE`), so that a request that reached us is answered, not dropped."""
+        idle = self.connection.phase == Phase.IDLE
+        grace = self.front._stop_began + _BEGUN_REQUEST_GRACE
+        while True:
+            if not self.tls.pending():
+                now = time.monotonic()
+                if not idle and now >= deadline:
+                    raise TimeoutError("Webhook client sent nothing in time")
+                done = idle or now >= grace  # nothing more to wait for
+                if not _poll({self.fd: select.POLLIN}, 0.0 if done else min(deadline, grace) - now):
+                    if done:
+                        return b""
+                    continue
+            try:
+                return self.tls.recv(_CHUNK)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                idle = False  # part of a record: a request is arriving
+            except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
+                return b""
 
     def discard(self, deadline: float, limit: int = 8 << 20, quiet: float = 0.25) -> None:
         """Read and drop what the client still sends, until it closes, pauses for `quiet`
@@ -417,6 +452,14 @@ class TLSStream:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not _poll({self.fd: events}, remaining):
                 raise TimeoutError("Webhook client did not read its answer in time")
+
+
+def _loopback(address: str) -> bool:
+    with contextlib.suppress(ValueError):
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+        mapped = getattr(ip, "ipv4_mapped", None)
+        return bool((mapped or ip).is_loopback)
+    return False
 
 
 def _poll(fds: dict[int, int], timeout: float | None = None) -> set[int]:

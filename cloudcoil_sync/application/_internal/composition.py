@@ -208,6 +208,7 @@ def stop_plan(
         lease_timeout=None if renew is None or not controllers else lease_request_timeout(renew),
         health=health is not None and bool(controllers),
         webhook=None if webhook is None else float(webhook.shutdown_timeout),
+        drain_delay=0.0 if webhook is None else float(webhook.drain_delay),
         sharded=sharding is not None,
     )
 

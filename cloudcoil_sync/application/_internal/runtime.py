@@ -10,10 +10,12 @@ order and stopped in reverse. `run` waits on its `stop` event alone: a component
 its own sets it through its exit callback (so `stop` is set after a failure too), nothing
 polls.
 
-Shutdown order: readiness cleared → no pass starts (the manager reads `stop` itself at each
-pass start) → in-flight passes finish within shutdown_timeout or are abandoned, their writes
-fenced (`controller.term`) → informers stopped → Lease released → webhook host stopped →
-process lifespan exited → owned Config closed. A component ending on its own is a failure:
+Shutdown order: readiness cleared, the webhook host drains (serves on, each answer closing
+its connection) → no pass starts (the manager reads `stop` itself at each pass start) →
+in-flight passes finish within shutdown_timeout or are abandoned, their writes fenced
+(`controller.term`) → informers stopped → Lease released → webhook host stopped, once its
+`drain_delay` has passed since the stop began → process lifespan exited → owned Config
+closed. A component ending on its own is a failure:
 its error, or ``RuntimeError("An operator component stopped unexpectedly")``.
 """
 
@@ -356,6 +358,8 @@ class _Components:
         raise RuntimeError(_UNEXPECTED)
 
     def _shutdown(self, errors: list[BaseException]) -> None:
+        if self.host is not None:
+            self.host.drain()  # lame duck from the stop's start: it stops last (see drain)
         self.state.set(started=False)
         try:
             self.group.stop()

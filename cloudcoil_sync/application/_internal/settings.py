@@ -79,6 +79,12 @@ class WebhookServer:
     client certificate that does not chain to those CAs fails the handshake and admission
     paths need one that does (403); probes and `/metrics` do not. It must sit beside
     `certfile`: the Deployment mounts it from the Secret's `ca.crt` key.
+    `drain_delay` (seconds, 0 turns it off): from SIGTERM on, the server keeps serving but
+    answers `Connection: close` (and `/readyz` 503), and it stops listening only once the
+    rest of the stop is done and this long has passed since SIGTERM, so the API server,
+    whose Endpoints learn of a terminating Pod late, reaches another replica instead of a
+    closed port or a pooled connection we close. It applies once a client outside loopback
+    (a Service's caller) has connected; `shutdown_timeout` follows it.
     """
 
     ca_bundle: bytes = b""
@@ -93,6 +99,7 @@ class WebhookServer:
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     secure_metrics: bool = True
     client_ca_file: str | None = None
+    drain_delay: float = 5
 
     def __post_init__(self) -> None:
         for port in (self.port, self.service_port):
@@ -103,6 +110,11 @@ class WebhookServer:
         for timeout in (self.startup_timeout, self.shutdown_timeout):
             if not (is_number(timeout) and timeout > 0):
                 raise ValueError(f"Webhook timeouts must be finite and positive, got {timeout!r}")
+        if not (is_number(self.drain_delay) and self.drain_delay >= 0):
+            raise ValueError(
+                f"WebhookServer.drain_delay must be a finite number of seconds >= 0, "
+                f"got {self.drain_delay!r}"
+            )
         if not isinstance(self.secure_metrics, bool):
             raise TypeError("WebhookServer.secure_metrics must be True or False")
         if not isinstance(self.limits, ConnectionLimits):

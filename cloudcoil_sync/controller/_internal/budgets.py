@@ -11,11 +11,14 @@ The stop after SIGTERM, in order (docs/architecture.md), each step bounded by it
      `LEADER_LIFESPAN_STOP`;
    - the election releases its Lease within `lease_release` of its request timeout;
    - the health server stops within `HEALTH_STOP`;
-3. the webhook host drains within ``WebhookServer.shutdown_timeout``.
+3. the webhook host, draining since the stop began (answers close their connections), stops
+   accepting once steps 1-2 are done and ``WebhookServer.drain_delay`` has passed since the
+   stop began, then lets its requests finish within ``WebhookServer.shutdown_timeout``.
 
-`StopPlan.total` is their sum; `StopPlan.termination_grace` adds `EXIT_MARGIN` (the process
-lifespan's exit, the Config's close, the interpreter's exit), so the kubelet never kills the
-process before its own budgets run out (a held Lease is released, not left to expire).
+`StopPlan.total` is their sum, the drain delay counting only where it outlasts steps 1-2;
+`StopPlan.termination_grace` adds `EXIT_MARGIN` (the process lifespan's exit, the Config's
+close, the interpreter's exit), so the kubelet never kills the process before its own
+budgets run out (a held Lease is released, not left to expire).
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ class StopPlan:
     ``shutdown_timeout``: the controllers' longest (None: no controllers, no Manager);
     ``lease_timeout``: the request timeout of the Manager's Lease elector (None: no Lease);
     ``health``: the Manager runs a HealthServer; ``webhook``: the webhook server's
-    ``shutdown_timeout`` (None: no webhook host); ``sharded``: a sharded replica.
+    ``shutdown_timeout`` (None: no webhook host); ``sharded``: a sharded replica;
+    ``drain_delay``: the webhook server's (it runs alongside the steps before it).
     """
 
     shutdown_timeout: float | None = None
@@ -84,6 +88,7 @@ class StopPlan:
     health: bool = False
     webhook: float | None = None
     sharded: bool = False
+    drain_delay: float = 0.0
 
     def manager(self) -> float:
         """The Manager's stop: leader work, then the Lease's release, then the health server."""
@@ -95,7 +100,11 @@ class StopPlan:
     def total(self) -> float:
         """Every step of the stop, in order: the longest it may take before the process exits."""
         sharding = 2 * SHARDING_STOP if self.sharded and self.shutdown_timeout is not None else 0.0
-        return sharding + self.manager() + (self.webhook or 0.0)
+        if self.webhook is None:
+            return sharding + self.manager()
+        # The webhook host stops once the steps before it are done and its drain delay
+        # (counted from the stop's start) has passed.
+        return max(sharding + self.manager(), self.drain_delay) + self.webhook
 
     def termination_grace(self) -> int:
         """The Pod's ``terminationGracePeriodSeconds``: the whole stop and `EXIT_MARGIN`, at
