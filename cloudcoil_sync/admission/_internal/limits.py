@@ -32,7 +32,10 @@ class ConnectionLimits:
     header_timeout: float = 10.0
     min_body_rate: int = 64 * 1024
     body_grace: float = 2.0
-    idle_timeout: float = 30.0
+    # Above the API server's own 90 s (client-go's transport: Go's IdleConnTimeout), so
+    # the client retires an idle connection first: one we close may meet a POST already
+    # sent on it, which kube-apiserver does not retry. waitress's channel_timeout is 120 s.
+    idle_timeout: float = 120.0
     evictable_silence: float = 0.1
     evictable_idle: float = 1.0
     max_rejecting: int = 128
