@@ -82,6 +82,22 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def local_webhook(
+    tmp_path: Path, names: tuple[str, ...]
+) -> tuple[CertificateAuthority, ServingCert, WebhookServer]:
+    """A CA, serving files for `names` under `tmp_path`, and a WebhookServer serving them
+    on a free loopback port (its `port`)."""
+    ca, serving = serving_files(tmp_path, names)
+    server = WebhookServer(
+        ca_bundle=ca.cert_pem,
+        certfile=str(tmp_path / "tls.crt"),
+        keyfile=str(tmp_path / "tls.key"),
+        host="127.0.0.1",
+        port=free_port(),
+    )
+    return ca, serving, server
+
+
 def test_no_private_key_in_the_example_manifests(tmp_path: Path) -> None:
     module = load_example("widget_operator")
     app: Application = module.app
@@ -111,17 +127,11 @@ def test_tls_only_and_no_private_key_in_the_logs_of_a_run(
     caplog.set_level(logging.DEBUG)
     kube = kube_emulator
     name, namespace = "reliability", "default"
-    ca, serving = serving_files(tmp_path, (f"{name}.{namespace}.svc", "127.0.0.1"))
-    port = free_port()
+    ca, serving, webhook = local_webhook(tmp_path, (f"{name}.{namespace}.svc", "127.0.0.1"))
+    port = webhook.port
     record = Record()
     app, _ = echo_operator(kube_config, record)
-    app.webhook = WebhookServer(
-        ca_bundle=ca.cert_pem,
-        certfile=str(tmp_path / "tls.crt"),
-        keyfile=str(tmp_path / "tls.key"),
-        host="127.0.0.1",
-        port=port,
-    )
+    app.webhook = webhook
 
     @app.mutate(ConfigMap)
     def stamp(request: AdmissionRequest[ConfigMap]) -> ConfigMap | None:

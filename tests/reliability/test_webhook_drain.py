@@ -14,12 +14,12 @@ from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 from waiting import wait_until
 
 from cloudcoil_sync.admission import AdmissionRequest
-from cloudcoil_sync.application import Application, WebhookServer
+from cloudcoil_sync.application import Application
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.testing import Emulator
 
 from .conftest import CONFIGMAPS, Record, Running, configmap, echo_operator
-from .test_security import free_port, serving_files
+from .test_security import local_webhook
 
 
 def test_the_webhook_server_drains_while_the_manager_stops(
@@ -36,15 +36,8 @@ def test_the_webhook_server_drains_while_the_manager_stops(
             release.wait(20)
 
     app, _ = echo_operator(kube_config, Record(), hook=hold, shutdown_timeout=20)
-    ca, _ = serving_files(tmp_path, ("reliability.default.svc", "127.0.0.1"))
-    port = free_port()
-    app.webhook = WebhookServer(
-        ca_bundle=ca.cert_pem,
-        certfile=str(tmp_path / "tls.crt"),
-        keyfile=str(tmp_path / "tls.key"),
-        host="127.0.0.1",
-        port=port,
-    )
+    ca, _, app.webhook = local_webhook(tmp_path, ("reliability.default.svc", "127.0.0.1"))
+    port = app.webhook.port
 
     @app.validate(ConfigMap)
     def allow(request: AdmissionRequest[ConfigMap]) -> None:
