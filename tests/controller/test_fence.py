@@ -114,3 +114,36 @@ def test_a_retry_that_outlasts_the_fence_is_not_sent(kube_emulator: Emulator) ->
         assert leader.in_flight == 0
     finally:
         config.close()
+
+
+def test_a_write_whose_fence_closes_before_its_bytes_leave_is_not_sent(
+    kube_emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deadline passes after the transport's check but before the request reaches the
+    socket (a process stopped there, SIGSTOP, resumes later): the connection's own check
+    refuses it, nothing is sent."""
+    config = kube_emulator.config()
+    try:
+        api = config.client(ConfigMap).raw
+        api.create({"metadata": {"name": "late-send"}})
+        now = [0.0]
+        leader = WriteFence(10.0, reason="leadership not proven", clock=lambda: now[0])
+        transport = config.transport
+        headers = transport._headers
+
+        def stopped_here(*args: object) -> dict[str, str]:
+            now[0] = 11.0  # past the deadline, between the check and the socket
+            return headers(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(transport, "_headers", stopped_here)
+        before = len(kube_emulator.request_log)
+        with fenced(leader), pytest.raises(WriteFenced, match="leadership not proven"):
+            api.merge_patch("late-send", {"data": {"late": "yes"}})
+        monkeypatch.undo()
+        assert [e for e in kube_emulator.request_log[before:] if e.method == "PATCH"] == []
+        assert api.get("late-send").get("data") is None
+        assert leader.in_flight == 0
+        api.merge_patch("late-send", {"data": {"after": "yes"}})  # the pool still serves
+        assert api.get("late-send")["data"] == {"after": "yes"}
+    finally:
+        config.close()

@@ -5,9 +5,13 @@ non-read request the thread sends through any client is then sent inside
 `gate.write(method, path)`, which may refuse it by raising `WriteFenced` (nothing reaches the
 API server) or track it while it is on the wire, and may refuse each attempt to send it (a
 retry after backoff, one after a wait for the client's rate limiter) through the `Recheck` it
-yields. The client knows nothing else of the gate: what opens and closes it, and why, belongs
-to whoever installed it (the controller's `WriteFence`,
-`cloudcoil_sync.controller._internal.fence`). Reads are never gated.
+yields. The transport also arms that `Recheck` around each attempt (`armed`): the pool's
+connections call it (`check_armed`) right before they write the request's bytes, so a write
+that passed the check before connecting, building its headers or a stop of the process
+(SIGSTOP) is refused when it would leave after the gate closed. The client knows nothing
+else of the gate: what opens and closes it, and why, belongs to whoever installed it (the
+controller's `WriteFence`, `cloudcoil_sync.controller._internal.fence`). Reads are never
+gated.
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from typing import Protocol
 from cloudcoil_sync._internal.slots import ThreadSlot
 from cloudcoil_sync.client._internal.errors import ClientError
 
-__all__ = ["READ_METHODS", "Recheck", "WriteFenced", "WriteGate", "current", "fenced"]
+__all__ = [
+    "READ_METHODS",
+    "Recheck",
+    "WriteFenced",
+    "WriteGate",
+    "armed",
+    "check_armed",
+    "current",
+    "fenced",
+]
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -63,3 +76,19 @@ def fenced(fence: WriteGate | None) -> AbstractContextManager[WriteGate | None]:
     """Send this thread's writes through `fence` (a `WriteGate`; None: ungated) inside the
     block; the previous gate is restored after it."""
     return _installed.holding(fence)
+
+
+_armed: ThreadSlot[Recheck] = ThreadSlot()
+
+
+def armed(recheck: Recheck | None) -> AbstractContextManager[Recheck | None]:
+    """Inside the block, `check_armed` on this thread runs `recheck` (None: nothing)."""
+    return _armed.holding(recheck)
+
+
+def check_armed() -> None:
+    """Raise `WriteFenced` if the write being sent on this thread may no longer leave (the
+    connections call it before each write of a request's bytes to the socket)."""
+    recheck = _armed.get()
+    if recheck is not None:
+        recheck()

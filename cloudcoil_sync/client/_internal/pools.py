@@ -21,6 +21,8 @@ import requests.structures
 import requests.utils
 from urllib3.util.ssl_ import create_urllib3_context
 
+from cloudcoil_sync.client._internal.connections import POOL_CLASSES
+
 __all__ = ["Adapter", "origin", "pool_host"]
 
 
@@ -87,6 +89,7 @@ class Adapter(requests.adapters.HTTPAdapter):
             kwargs["server_hostname"] = self._tls_server_name
             kwargs["assert_hostname"] = self._tls_server_name
         super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = POOL_CLASSES  # writes checked at the socket
 
     def _prebuilt(self, verify: Any, cert: Any) -> ssl.SSLContext | None:
         """The prebuilt context for these settings, or None where stock requests decides."""

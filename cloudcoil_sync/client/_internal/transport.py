@@ -196,15 +196,16 @@ class Transport:
         while True:
             authz, cert = self._ready(recheck)
             try:
-                resp = send(
-                    method,
-                    url,
-                    data,
-                    self._headers(authz, content_type, call.accept),
-                    timeout,
-                    stream,
-                    cert,
-                )
+                with gate.armed(recheck):  # checked again right before the bytes leave
+                    resp = send(
+                        method,
+                        url,
+                        data,
+                        self._headers(authz, content_type, call.accept),
+                        timeout,
+                        stream,
+                        cert,
+                    )
             except requests.RequestException as exc:
                 err = map_transport_error(exc, method, url, self.server)
                 if (idempotent or not_sent(exc)) and attempt < limit:
