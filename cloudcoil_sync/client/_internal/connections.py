@@ -1,5 +1,6 @@
 """The pools' connection classes: urllib3's, asking the write gate right before each write
-of a request's bytes to the socket (`gate.check_armed`).
+of a request's bytes to the socket (`gate.check_armed`), and sending a request's header
+block and body together.
 
 The transport checks a gated write before each attempt, but connecting, the TLS handshake
 and building the request come between that check and the first byte; a process stopped
@@ -22,15 +23,41 @@ __all__ = ["POOL_CLASSES"]
 
 
 class _GatedHTTPConnection(HTTPConnection):
+    """Checks the armed gate before each write to the socket and, on a connection already
+    open, sends a request's header block with the first piece of its body: one TLS record
+    and one system call instead of two (http.client sends them apart)."""
+
+    _hold = False  # the next bytes sent are the header block: keep them for the body
+    _held: bytes | None = None
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        self._hold = self.sock is not None  # a new one connects in `send`: nothing held
+        try:
+            super().request(*args, **kwargs)
+        finally:
+            self._hold = False
+            held, self._held = self._held, None
+        if held is not None:  # no body came
+            super().send(held)
+
     def send(self, data: Any) -> None:
         gate.check_armed()
+        held = self._held
+        if held is not None:
+            self._held = None
+            if isinstance(data, bytes):
+                data = held + data
+            else:
+                super().send(held)
+        elif self._hold and isinstance(data, bytes):
+            self._hold = False
+            self._held = data
+            return
         super().send(data)
 
 
-class _GatedHTTPSConnection(HTTPSConnection):
-    def send(self, data: Any) -> None:
-        gate.check_armed()
-        super().send(data)
+class _GatedHTTPSConnection(_GatedHTTPConnection, HTTPSConnection):
+    pass
 
 
 class _GatedHTTPConnectionPool(HTTPConnectionPool):
