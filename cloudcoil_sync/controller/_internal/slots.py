@@ -75,7 +75,3 @@ class Slot:
             self._slots._give()
             if self.then is not None:
                 self.then()
-
-    @property
-    def given(self) -> bool:
-        return self._once.locked()
