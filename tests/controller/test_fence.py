@@ -15,6 +15,7 @@ from cloudcoil_sync.client._internal.gate import current
 from cloudcoil_sync.client._internal.retry import RetryPolicy
 from cloudcoil_sync.controller._internal.fence import WriteFence
 from cloudcoil_sync.testing import Emulator
+from cloudcoil_sync.testing._internal.api import LogEntry
 
 
 def test_a_closed_fence_refuses_writes_but_not_reads(
@@ -94,26 +95,44 @@ class _Passing(RetryPolicy):
         return 0.0
 
 
+class LateLeader:
+    """A client of its own on the emulator, a ConfigMap `name`, and a leader's fence (renew
+    deadline 10 s) whose clock the test moves past the deadline (`expire`) when it chooses."""
+
+    def __init__(self, kube: Emulator, name: str) -> None:
+        self.kube, self.name = kube, name
+        self.config = kube.config()
+        self.api = self.config.client(ConfigMap).raw
+        self.api.create({"metadata": {"name": name}})
+        self.now = 0.0
+        self.fence = WriteFence(10.0, reason="leadership not proven", clock=lambda: self.now)
+
+    def expire(self) -> None:
+        self.now = 11.0
+
+    def refused_patch(self) -> list[LogEntry]:
+        """A patch under the fence, refused (`WriteFenced`) and not written; the PATCH
+        requests the emulator answered meanwhile."""
+        before = len(self.kube.request_log)
+        with fenced(self.fence), pytest.raises(WriteFenced, match="leadership not proven"):
+            self.api.merge_patch(self.name, {"data": {"late": "yes"}})
+        patches = [e for e in self.kube.request_log[before:] if e.method == "PATCH"]
+        assert self.api.get(self.name).get("data") is None
+        assert self.fence.in_flight == 0
+        return patches
+
+
 def test_a_retry_that_outlasts_the_fence_is_not_sent(kube_emulator: Emulator) -> None:
     """A write admitted before the renew deadline, answered 429 (Retry-After), must not be
     sent again once the deadline passed during the wait: 'no write leaves past it'."""
-    config = kube_emulator.config()
+    late = LateLeader(kube_emulator, "late-retry")
     try:
-        api = config.client(ConfigMap).raw
-        api.create({"metadata": {"name": "late-retry"}})
-        now = [0.0]
-        leader = WriteFence(10.0, reason="leadership not proven", clock=lambda: now[0])
-        config.transport.retry = _Passing(lambda: now.__setitem__(0, 11.0))  # past it
+        late.config.transport.retry = _Passing(late.expire)  # the wait ends past the deadline
         kube_emulator.faults.inject(429, method="PATCH", path="late-retry", retry_after=1)
-        before = len(kube_emulator.request_log)
-        with fenced(leader), pytest.raises(WriteFenced, match="leadership not proven"):
-            api.merge_patch("late-retry", {"data": {"late": "yes"}})
-        patches = [e for e in kube_emulator.request_log[before:] if e.method == "PATCH"]
+        patches = late.refused_patch()
         assert [e.status for e in patches] == [429]  # the first attempt only
-        assert api.get("late-retry").get("data") is None
-        assert leader.in_flight == 0
     finally:
-        config.close()
+        late.config.close()
 
 
 def test_a_write_whose_fence_closes_before_its_bytes_leave_is_not_sent(
@@ -122,28 +141,20 @@ def test_a_write_whose_fence_closes_before_its_bytes_leave_is_not_sent(
     """The deadline passes after the transport's check but before the request reaches the
     socket (a process stopped there, SIGSTOP, resumes later): the connection's own check
     refuses it, nothing is sent."""
-    config = kube_emulator.config()
+    late = LateLeader(kube_emulator, "late-send")
     try:
-        api = config.client(ConfigMap).raw
-        api.create({"metadata": {"name": "late-send"}})
-        now = [0.0]
-        leader = WriteFence(10.0, reason="leadership not proven", clock=lambda: now[0])
-        transport = config.transport
+        transport = late.config.transport
         headers = transport._headers
 
         def stopped_here(*args: object) -> dict[str, str]:
-            now[0] = 11.0  # past the deadline, between the check and the socket
+            late.expire()  # past the deadline, between the check and the socket
             return headers(*args)  # type: ignore[arg-type]
 
         monkeypatch.setattr(transport, "_headers", stopped_here)
-        before = len(kube_emulator.request_log)
-        with fenced(leader), pytest.raises(WriteFenced, match="leadership not proven"):
-            api.merge_patch("late-send", {"data": {"late": "yes"}})
+        patches = late.refused_patch()
         monkeypatch.undo()
-        assert [e for e in kube_emulator.request_log[before:] if e.method == "PATCH"] == []
-        assert api.get("late-send").get("data") is None
-        assert leader.in_flight == 0
-        api.merge_patch("late-send", {"data": {"after": "yes"}})  # the pool still serves
-        assert api.get("late-send")["data"] == {"after": "yes"}
+        assert patches == []
+        late.api.merge_patch("late-send", {"data": {"after": "yes"}})  # the pool still serves
+        assert late.api.get("late-send")["data"] == {"after": "yes"}
     finally:
-        config.close()
+        late.config.close()
