@@ -21,6 +21,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from common import KEY, LABEL, VALUE, configmap
@@ -28,6 +29,8 @@ from common import KEY, LABEL, VALUE, configmap
 __all__ = ["ClusterTarget", "WatchCounter", "raw_session", "shutdown_stream"]
 
 NAMESPACE_GONE_TIMEOUT = 600.0
+# What a local control plane's CPU is summed over (its controller-manager watches too).
+SERVER_PROCESSES = frozenset({"kube-apiserver", "etcd", "kube-controller-manager"})
 
 
 def raw_session(kubeconfig: str | None, pool: int = 10) -> tuple[requests.Session, str]:
@@ -304,7 +307,17 @@ class ClusterTarget:
         return None  # a real API server does not tell; its audit log is not ours to read
 
     def cpu(self) -> float | None:
-        return None
+        """CPU seconds of the control plane's processes when it runs on this machine."""
+        host = urlsplit(self.url).hostname or ""
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            return None
+        import psutil
+
+        total = 0.0
+        for proc in psutil.process_iter(["name", "cpu_times"]):
+            if proc.info["name"] in SERVER_PROCESSES and proc.info["cpu_times"] is not None:
+                total += proc.info["cpu_times"].user + proc.info["cpu_times"].system
+        return total or None
 
     def finish(self, namespace: str) -> None:
         """Delete the run's namespace and wait until it is gone: the next run starts clean."""

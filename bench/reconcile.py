@@ -420,6 +420,7 @@ def measure(
         converged = wait_converged(emu, child, namespace, count)
         note(f"{name}: converged in {converged - child.started:.2f}s; waiting for idle")
         cpu_converged = cpu_seconds(child.pid)
+        emu_cpu_converged = emu.cpu()
         cpu_idle, idle = wait_idle(child.pid, max(MAX_IDLE, count / 100))
         rss = peak_rss(child.pid)
         where = memory_map.breakdown(child.pid)  # RSS by kind of mapping, once idle
@@ -478,6 +479,12 @@ def measure(
         "requests": requests_made,
         "writes_per_object": round(writes / count, 2) if writes is not None else None,
         "emulator_cpu_s": round(emu_cpu, 2) if emu_cpu is not None else None,
+        # The server's CPU from the spawn to convergence: what each contender costs it.
+        "server_cpu_ms_per_object": (
+            round((emu_cpu_converged - emu_cpu0) / count * 1e3, 3)
+            if emu_cpu_converged is not None and emu_cpu0 is not None
+            else None
+        ),
     }
     if samples:
         result.update(
