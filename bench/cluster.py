@@ -30,6 +30,7 @@ __all__ = ["ClusterTarget", "WatchCounter", "raw_session", "shutdown_stream"]
 
 NAMESPACE_GONE_TIMEOUT = 600.0
 # What a local control plane's CPU is summed over (its controller-manager watches too).
+QUIET_CPU, SETTLE_LIMIT = 0.15, 60.0  # a quiet control plane: under 15 % of a core, 1 s
 SERVER_PROCESSES = frozenset({"kube-apiserver", "etcd", "kube-controller-manager"})
 
 
@@ -278,11 +279,28 @@ class ClusterTarget:
         except (ConfigError, OSError, requests.RequestException) as error:
             raise SystemExit(f"cannot use the cluster of {kubeconfig}: {error}") from None
         self.version = resp.json().get("gitVersion", "?")
+        # A local etcd to compact and defragment before each seed (CC_BENCH_ETCD, its client
+        # URL): runs add and delete thousands of objects, and an etcd left to grow served the
+        # later runs of a session ~2x slower than its first (bench/results-real.md).
+        self.etcd = os.environ.get("CC_BENCH_ETCD") or None
 
     def kubeconfig(self, namespace: str) -> str:
         return self.path  # children pass the namespace explicitly
 
+    def compact_etcd(self) -> None:
+        """Compact the local etcd's history to now and defragment it (CC_BENCH_ETCD)."""
+        if self.etcd is None:
+            return
+        status = requests.post(f"{self.etcd}/v3/maintenance/status", json={}, timeout=30)
+        revision = status.json()["header"]["revision"]
+        body = {"revision": revision, "physical": True}
+        compacted = requests.post(f"{self.etcd}/v3/kv/compaction", json=body, timeout=120)
+        if compacted.status_code != 200 and "compacted" not in compacted.text:
+            compacted.raise_for_status()
+        requests.post(f"{self.etcd}/v3/maintenance/defragment", json={}, timeout=300)
+
     def seed(self, namespace: str, count: int) -> None:
+        self.compact_etcd()
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         resp = self.session.post(f"{self.url}/api/v1/namespaces", json=ns, timeout=30)
         if resp.status_code == 409:
@@ -299,6 +317,21 @@ class ClusterTarget:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(create, range(count)))
         self.counters[namespace] = WatchCounter(self.path, namespace)
+        self.settle()
+
+    def settle(self, busy: float = QUIET_CPU, limit: float = SETTLE_LIMIT) -> float:
+        """Wait until a local control plane is quiet (under `busy` CPU seconds per second,
+        at most `limit` s): the previous run's namespace deletion, the seeding's tail and
+        etcd's compactions would otherwise land on the next contender. Seconds waited."""
+        start = time.monotonic()
+        before = self.cpu()
+        while before is not None and time.monotonic() - start < limit:
+            time.sleep(1.0)
+            now = self.cpu()
+            if now is None or now - before < busy:
+                break
+            before = now
+        return time.monotonic() - start
 
     def wait_converged(self, namespace: str, count: int, timeout: float) -> float | None:
         return self.counters[namespace].wait(count, timeout)

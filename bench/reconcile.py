@@ -39,6 +39,8 @@ With ``KUBECONFIG`` set (or ``--kubeconfig``) the contenders run against that cl
 of the emulator (``bench/cluster.py``; ``--emulator`` keeps the emulator).
 Namespaces are named ``ccb-<contender>-<N>-w<workers>``; ``CC_BENCH_NAMESPACE_PREFIX``
 replaces ``ccb`` (a shared cluster: two runs at once must not seed the same namespace).
+Against a local control plane, each contender starts once it is quiet (``ClusterTarget.settle``)
+and ``--etcd http://127.0.0.1:2379`` compacts and defragments its etcd before each seed.
 """
 
 from __future__ import annotations
@@ -682,8 +684,14 @@ def main() -> None:
     parser.add_argument(
         "--prefix", default="ccb", help="prefix of the runs' namespaces (ccb-<contender>-...)"
     )
+    parser.add_argument(
+        "--etcd",
+        help="a local etcd's client URL: compacted and defragmented before each seed",
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.etcd:
+        os.environ["CC_BENCH_ETCD"] = args.etcd
     if args.child:
         name, namespace, workers = args.child
         CHILDREN[name](namespace, int(workers))
