@@ -73,7 +73,7 @@ def _strictly_same(a: Any, b: Any) -> bool:
     if kind is not type(b):
         return False
     if kind is dict:
-        return _members_same(a.values(), (b[key] for key in a))
+        return _members_same(a.values(), map(b.__getitem__, a))
     if kind is list:
         return _members_same(a, b)
     if kind is float:
