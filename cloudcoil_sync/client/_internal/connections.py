@@ -12,10 +12,12 @@ there has sent nothing (the header block is the first `send`), or only part of i
 
 from __future__ import annotations
 
+import http.client
 from typing import Any
 
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.util import SKIP_HEADER
 
 from cloudcoil_sync.client._internal import gate
 from cloudcoil_sync.client._internal.response_head import LeanResponse
@@ -42,6 +44,14 @@ class _GatedHTTPConnection(HTTPConnection):
         if held is not None:  # no body came
             gate.check_armed()
             super().send(held)
+
+    def putheader(self, header: str, *values: str) -> None:  # type: ignore[override]
+        # urllib3's only looks for its SKIP_HEADER marker, with a generator per header: a
+        # single other string value goes straight to http.client's, which checks it.
+        if len(values) == 1 and values[0].__class__ is str and values[0] != SKIP_HEADER:
+            http.client.HTTPConnection.putheader(self, header, values[0])
+        else:
+            super().putheader(header, *values)
 
     def send(self, data: Any) -> None:
         if self._hold and isinstance(data, bytes):  # nothing leaves yet: checked when it does

@@ -55,7 +55,8 @@ class WriteFence:
         self._closed_cause: str | None = None
         self.parent = parent
         self._clock = clock
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # `with self._lock` where nothing waits: cheaper
+        self._cond = threading.Condition(self._lock)
         self._closed = False
         self._in_flight = 0
 
@@ -139,7 +140,7 @@ class WriteFence:
                 fence._release()
 
     def _admit(self, method: str, path: str) -> None:
-        with self._cond:
+        with self._lock:
             self._refuse_if_closed(method, path)
             self._in_flight += 1
 
@@ -149,7 +150,7 @@ class WriteFence:
             raise WriteFenced(f"{method} {path} not sent: {self.reason}", cause)
 
     def _release(self) -> None:
-        with self._cond:
+        with self._lock:
             self._in_flight -= 1
             if self._closed:  # only close() waits for writes in flight
                 self._cond.notify_all()
