@@ -145,7 +145,8 @@ class WriteFence:
             self._in_flight += 1
 
     def _refuse_if_closed(self, method: str, path: str) -> None:
-        if self._own_closed():
+        deadline = self.deadline  # _own_closed, inlined: asked of every fence per write
+        if self._closed or (deadline is not None and self._clock() >= deadline):
             cause = self.closed_cause()
             raise WriteFenced(f"{method} {path} not sent: {self.reason}", cause)
 
