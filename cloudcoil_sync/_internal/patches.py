@@ -8,7 +8,7 @@ whole (Kubernetes strategic-merge keys are not inferred).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from copy import deepcopy
 from typing import Any, Final
 
@@ -73,11 +73,21 @@ def _strictly_same(a: Any, b: Any) -> bool:
     if kind is not type(b):
         return False
     if kind is dict:
-        return all(_strictly_same(value, b[key]) for key, value in a.items())
+        return _members_same(a.values(), map(b.__getitem__, a))
     if kind is list:
-        return all(map(_strictly_same, a, b))
+        return _members_same(a, b)
     if kind is float:
         return math.copysign(1.0, a) == math.copysign(1.0, b)
+    return True
+
+
+def _members_same(xs: Iterable[Any], ys: Iterable[Any]) -> bool:
+    # Scalar members inline, not one call each: an object's metadata is walked whole.
+    for x, y in zip(xs, ys, strict=True):
+        if type(x) is not type(y):
+            return False
+        if type(x) not in _SCALARS and not _strictly_same(x, y):
+            return False
     return True
 
 

@@ -8,8 +8,7 @@ the block ends, so slots nest.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Generic, TypeVar
 
 __all__ = ["ThreadSlot"]
@@ -27,13 +26,23 @@ class ThreadSlot(Generic[T]):
         value: T | None = getattr(self._local, "value", None)
         return value
 
-    @contextmanager
-    def holding(self, value: T | None) -> Iterator[T | None]:
+    def holding(self, value: T | None) -> AbstractContextManager[T | None]:
         """This thread's value is `value` inside the block, the previous one after it."""
+        return _Holding(self._local, value)
+
+
+class _Holding(Generic[T]):
+    # A class, not @contextmanager: several are entered per request on the hot path.
+    __slots__ = ("_local", "_previous", "_value")
+
+    def __init__(self, local: threading.local, value: T | None) -> None:
+        self._local, self._value = local, value
+
+    def __enter__(self) -> T | None:
         local = self._local
-        previous = getattr(local, "value", None)
-        local.value = value
-        try:
-            yield value
-        finally:
-            local.value = previous
+        self._previous = getattr(local, "value", None)
+        local.value = self._value
+        return self._value
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._local.value = self._previous

@@ -65,3 +65,29 @@ def test_a_body_that_is_not_bytes_still_follows_its_headers(
     )
     assert answer.status == 201, answer.data
     assert kube_emulator.get_object("", "configmaps", "default", "from-bytearray") is not None
+
+
+def test_header_values_are_still_checked_and_urllib3_markers_still_honoured() -> None:
+    """The connections hand a plain header straight to http.client, which refuses an
+    injected line; urllib3's SKIP_HEADER marker still goes through urllib3's own check."""
+    from urllib3.connection import HTTPConnection
+    from urllib3.util import SKIP_HEADER
+
+    from cloudcoil_sync.client._internal.connections import POOL_CLASSES
+
+    cls = POOL_CLASSES["http"].ConnectionCls
+    assert issubclass(cls, HTTPConnection)
+    conn = cls("127.0.0.1", 1)
+    conn.putrequest("GET", "/", skip_host=True, skip_accept_encoding=True)
+    with pytest.raises(ValueError, match="Invalid header value"):
+        conn.putheader("X-Injected", "a\r\nAuthorization: stolen")
+    with pytest.raises(ValueError, match="Invalid header name"):
+        conn.putheader("Bad:Name", "v")
+    conn.putheader("User-Agent", SKIP_HEADER)  # skipped: nothing is buffered for it
+    with pytest.raises(ValueError, match="SKIP_HEADER only supports"):
+        conn.putheader("X-Other", SKIP_HEADER)
+    conn.putheader("Accept", "application/json")
+    buffered: list[bytes] = getattr(conn, "_buffer")  # noqa: B009 (http.client's, private)
+    assert buffered[-1] == b"Accept: application/json"
+    assert not any(line.startswith(b"User-Agent") for line in buffered)
+    conn.close()

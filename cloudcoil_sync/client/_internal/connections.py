@@ -1,6 +1,6 @@
 """The pools' connection classes: urllib3's, asking the write gate right before each write
-of a request's bytes to the socket (`gate.check_armed`), and sending a request's header
-block and body together.
+of a request's bytes to the socket (`gate.check_armed`), sending a request's header block
+and body together, and reading responses' plain header blocks leanly (`response_head`).
 
 The transport checks a gated write before each attempt, but connecting, the TLS handshake
 and building the request come between that check and the first byte; a process stopped
@@ -12,12 +12,15 @@ there has sent nothing (the header block is the first `send`), or only part of i
 
 from __future__ import annotations
 
+import http.client
 from typing import Any
 
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.util import SKIP_HEADER
 
 from cloudcoil_sync.client._internal import gate
+from cloudcoil_sync.client._internal.response_head import LeanResponse
 
 __all__ = ["POOL_CLASSES"]
 
@@ -27,6 +30,7 @@ class _GatedHTTPConnection(HTTPConnection):
     open, sends a request's header block with the first piece of its body: one TLS record
     and one system call instead of two (http.client sends them apart)."""
 
+    response_class = LeanResponse  # http.client's, without the email package for plain heads
     _hold = False  # the next bytes sent are the header block: keep them for the body
     _held: bytes | None = None
 
@@ -38,9 +42,22 @@ class _GatedHTTPConnection(HTTPConnection):
             self._hold = False
             held, self._held = self._held, None
         if held is not None:  # no body came
+            gate.check_armed()
             super().send(held)
 
+    def putheader(self, header: str, *values: str) -> None:  # type: ignore[override]
+        # urllib3's only looks for its SKIP_HEADER marker, with a generator per header: a
+        # single other string value goes straight to http.client's, which checks it.
+        if len(values) == 1 and values[0].__class__ is str and values[0] != SKIP_HEADER:
+            http.client.HTTPConnection.putheader(self, header, values[0])
+        else:
+            super().putheader(header, *values)
+
     def send(self, data: Any) -> None:
+        if self._hold and isinstance(data, bytes):  # nothing leaves yet: checked when it does
+            self._hold = False
+            self._held = data
+            return
         gate.check_armed()
         held = self._held
         if held is not None:
@@ -49,10 +66,6 @@ class _GatedHTTPConnection(HTTPConnection):
                 data = held + data
             else:
                 super().send(held)
-        elif self._hold and isinstance(data, bytes):
-            self._hold = False
-            self._held = data
-            return
         super().send(data)
 
 

@@ -55,7 +55,8 @@ class WriteFence:
         self._closed_cause: str | None = None
         self.parent = parent
         self._clock = clock
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # `with self._lock` where nothing waits: cheaper
+        self._cond = threading.Condition(self._lock)
         self._closed = False
         self._in_flight = 0
 
@@ -121,8 +122,11 @@ class WriteFence:
         chain.reverse()  # the outermost first: its reason is reported
 
         def recheck() -> None:
+            # Called before every attempt and socket write: reads only. The write is
+            # counted in flight, so a `close` racing this check still waits for it.
             for fence in chain:
-                with fence._cond:
+                deadline = fence.deadline
+                if fence._closed or (deadline is not None and fence._clock() >= deadline):
                     fence._refuse_if_closed(method, path)
 
         admitted: list[WriteFence] = []
@@ -136,17 +140,18 @@ class WriteFence:
                 fence._release()
 
     def _admit(self, method: str, path: str) -> None:
-        with self._cond:
+        with self._lock:
             self._refuse_if_closed(method, path)
             self._in_flight += 1
 
     def _refuse_if_closed(self, method: str, path: str) -> None:
-        if self._own_closed():
+        deadline = self.deadline  # _own_closed, inlined: asked of every fence per write
+        if self._closed or (deadline is not None and self._clock() >= deadline):
             cause = self.closed_cause()
             raise WriteFenced(f"{method} {path} not sent: {self.reason}", cause)
 
     def _release(self) -> None:
-        with self._cond:
+        with self._lock:
             self._in_flight -= 1
             if self._closed:  # only close() waits for writes in flight
                 self._cond.notify_all()

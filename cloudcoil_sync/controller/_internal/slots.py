@@ -35,13 +35,20 @@ class HandlerSlots:
         self.size = size
         self._free = size
         self._closed = False
-        self._changed = threading.Condition(threading.Lock())
+        self._waiting = 0
+        # `with self._lock` where nothing waits: a Condition's own `with` is Python code.
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
 
     def take(self) -> Slot | None:
         """Wait for a free slot; None once closed (the pool is stopping)."""
-        with self._changed:
+        with self._lock:
             while not self._free and not self._closed:
-                self._changed.wait()
+                self._waiting += 1
+                try:
+                    self._changed.wait()
+                finally:
+                    self._waiting -= 1
             if self._closed:
                 return None
             self._free -= 1
@@ -49,14 +56,15 @@ class HandlerSlots:
 
     def close(self) -> None:
         """Stop handing out slots: every thread waiting in `take` gets None."""
-        with self._changed:
+        with self._lock:
             self._closed = True
             self._changed.notify_all()
 
     def _give(self) -> None:
-        with self._changed:
+        with self._lock:
             self._free += 1
-            self._changed.notify()
+            if self._waiting:
+                self._changed.notify()
 
 
 class Slot:

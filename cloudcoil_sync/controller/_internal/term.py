@@ -91,7 +91,9 @@ class Term:
 
     def admits(self) -> bool:
         """May a pass start now?"""
-        return not (self._ended or self.fence.closed or any(stop.is_set() for stop in self._stops))
+        if self._ended or self.fence.closed:
+            return False
+        return not any(map(threading.Event.is_set, self._stops))  # no generator: every pass
 
     def check(self) -> None:
         """Raise `PassRefused` unless a pass may start now."""
