@@ -7,9 +7,9 @@ counts every Python call and every C call on every thread (``sys.setprofile`` an
 ``threading.setprofile``) from its start-up mark until it is stopped after convergence (the
 idle phase included), then prints calls per object by library and the busiest functions.
 A run is ~5x slower than without the hook; the counts are what compare. One-off costs after
-the mark (the model's first build, the kubeconfig's parsing) are spread over N: compare two
-trees at the same N (2,000: 1,100 Python calls per object at 57115f0, 903 after this
-measure's first use, bench/results-real.md).
+the mark are spread over N: compare two trees at the same N. (This session's figures in
+bench/results-real.md, 1,100 → 903 Python calls per object at N = 2,000, were counted from
+the process start, imports included; counted from the mark as here, far fewer.)
 
     python bench/calls.py [--count 2000] [--kubeconfig PATH | (emulator)] [--json out.json]
                           [--top 40] [--leader-election]
@@ -49,8 +49,14 @@ def child(namespace: str, out: str) -> None:
         elif event == "c_call":
             counts[("C", 0, getattr(arg, "__qualname__", repr(arg)))] += 1
 
-    threading.setprofile(hook)
-    sys.setprofile(hook)
+    mark = reconcile._started
+
+    def started(stop: threading.Event, exit_at_eof: bool = False) -> None:
+        threading.setprofile(hook)  # from the start-up mark, as reconcile.py's CPU figures
+        sys.setprofile(hook)
+        mark(stop, exit_at_eof)
+
+    reconcile._started = started
     try:
         reconcile.child_cloudcoil(namespace, 0)
     finally:
