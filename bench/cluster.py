@@ -29,8 +29,8 @@ from common import KEY, LABEL, VALUE, configmap
 __all__ = ["ClusterTarget", "WatchCounter", "raw_session", "shutdown_stream"]
 
 NAMESPACE_GONE_TIMEOUT = 600.0
-# What a local control plane's CPU is summed over (its controller-manager watches too).
 QUIET_CPU, SETTLE_LIMIT = 0.15, 60.0  # a quiet control plane: under 15 % of a core, 1 s
+# What a local control plane's CPU is summed over (its controller-manager watches too).
 SERVER_PROCESSES = frozenset({"kube-apiserver", "etcd", "kube-controller-manager"})
 
 
@@ -291,13 +291,17 @@ class ClusterTarget:
         """Compact the local etcd's history to now and defragment it (CC_BENCH_ETCD)."""
         if self.etcd is None:
             return
-        status = requests.post(f"{self.etcd}/v3/maintenance/status", json={}, timeout=30)
-        revision = status.json()["header"]["revision"]
-        body = {"revision": revision, "physical": True}
-        compacted = requests.post(f"{self.etcd}/v3/kv/compaction", json=body, timeout=120)
-        if compacted.status_code != 200 and "compacted" not in compacted.text:
-            compacted.raise_for_status()
-        requests.post(f"{self.etcd}/v3/maintenance/defragment", json={}, timeout=300)
+        try:
+            status = requests.post(f"{self.etcd}/v3/maintenance/status", json={}, timeout=30)
+            revision = status.json()["header"]["revision"]
+            body = {"revision": revision, "physical": True}
+            compacted = requests.post(f"{self.etcd}/v3/kv/compaction", json=body, timeout=120)
+            if compacted.status_code != 200 and "compacted" not in compacted.text:
+                compacted.raise_for_status()
+            defrag = requests.post(f"{self.etcd}/v3/maintenance/defragment", json={}, timeout=300)
+            defrag.raise_for_status()
+        except (requests.RequestException, ValueError, KeyError) as error:
+            raise SystemExit(f"cannot compact the etcd at {self.etcd}: {error!r}") from None
 
     def seed(self, namespace: str, count: int) -> None:
         self.compact_etcd()
