@@ -15,6 +15,7 @@ import pytest
 import requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ports import free_port
 
 from cloudcoil_sync.client import Config
 from cloudcoil_sync.client._internal import lean
@@ -200,14 +201,8 @@ def test_a_401_rereads_a_rotated_token_once_on_the_lean_path(
         config.close()
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_failures_to_connect_and_to_answer_in_time_read_as_on_requests_path(pki: PKI) -> None:
-    port = _closed_port()
+    port = free_port()
     outcomes = []
     for fast in (True, False):
         config = _config(f"https://127.0.0.1:{port}", pki)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import socket
 import sys
 import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from ports import free_port
 
 from cloudcoil_sync.application import Application
 from cloudcoil_sync.client import Config
@@ -39,12 +40,6 @@ def load(name: str) -> ModuleType:
     if module is None:
         return importlib.import_module(name)
     return importlib.reload(module)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def prepare(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from cloudcoil_sync.admission import AdmissionRequest
@@ -98,12 +99,6 @@ def test_standby_health_server_is_ready_and_reports_leadership_apart(
     }
     assert samples[("leader_election_master_status", (("name", "settings"),))] == 0.0
     assert samples[("cloudcoil_manager_informers", ())] == 0.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_webhook_serves_on_a_standby(

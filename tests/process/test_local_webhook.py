@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from types import ModuleType
 import pytest
 from click.testing import CliRunner
 from cryptography import x509
+from ports import free_port
 
 from cloudcoil_sync.application._internal.cli import build_cli
 from cloudcoil_sync.testing import Emulator
@@ -58,13 +58,6 @@ def _load(path: Path) -> ModuleType:
     return module
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.mark.kube_emulator(deployments="available")
 def test_certs_then_run_with_local_tls_serves_admission(
     kube_emulator: Emulator, tmp_path: Path
@@ -98,7 +91,7 @@ def test_certs_then_run_with_local_tls_serves_admission(
     installed = cli("install", "-q", "--image", "example/hooks:v1", "--ca-file", "tls/ca.crt")
     assert installed.returncode == 0, installed.stderr
 
-    port = _free_port()
+    port = free_port()
     kube_emulator.route_service("default", "hooks", "127.0.0.1", port)
     env["CLOUDCOIL_WEBHOOK_PORT"] = str(port)
     command = [sys.executable, str(script), "run", "--tls-dir", str(tls)]

@@ -25,6 +25,7 @@ from types import ModuleType
 import pytest
 import yaml
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from ports import free_port
 
 from cloudcoil_sync.admission import AdmissionRequest
 from cloudcoil_sync.application import Application, WebhookServer
@@ -74,12 +75,6 @@ def serving_files(
     (tmp_path / "tls.crt").write_bytes(serving.cert_pem)
     (tmp_path / "tls.key").write_bytes(serving.key_pem)
     return ca, serving
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def local_webhook(

@@ -4,13 +4,13 @@ claims them; what the webhook does not place is still claimed."""
 
 from __future__ import annotations
 
-import socket
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cloudcoil.models.kubernetes.core.v1 import ConfigMap
+from ports import free_port
 
 from cloudcoil_sync.application import Application, WebhookServer
 from cloudcoil_sync.application._internal.placing import object_selector
@@ -134,12 +134,6 @@ def test_the_placer_places_only_what_it_can_hash_on_a_settled_ring() -> None:
     assert placer.target(obj, KIND) is None
     placer.attach(None)
     assert placer.target(obj, KIND) is None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_replicas_label_new_objects_at_creation_and_claim_what_is_not(tmp_path: Path) -> None:
