@@ -122,12 +122,10 @@ class WriteFence:
         chain.reverse()  # the outermost first: its reason is reported
 
         def recheck() -> None:
-            # Called before every attempt and socket write: reads only. The write is
-            # counted in flight, so a `close` racing this check still waits for it.
+            # Called before every attempt and socket write, without the fences' locks: the
+            # write is counted in flight, so a `close` racing this check still waits for it.
             for fence in chain:
-                deadline = fence.deadline
-                if fence._closed or (deadline is not None and fence._clock() >= deadline):
-                    fence._refuse_if_closed(method, path)
+                fence._refuse_if_closed(method, path)
 
         admitted: list[WriteFence] = []
         try:
