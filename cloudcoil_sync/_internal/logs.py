@@ -53,7 +53,7 @@ class JSONFormatter(logging.Formatter):
         }
         for key, value in record.__dict__.items():
             if key not in _STANDARD:
-                document.setdefault(_RENAMED.get(key, key), value)
+                document.setdefault(_RENAMED.get(key, key), _field(value))
         if record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
         elif record.exc_text:
@@ -61,6 +61,14 @@ class JSONFormatter(logging.Formatter):
         if record.stack_info:
             document["stack"] = self.formatStack(record.stack_info)
         return json.dumps(document, default=str, ensure_ascii=False)
+
+
+def _field(value: object) -> object:
+    # json writes any tuple as a list; a tuple type with its own str (`ResourceKey`) logs as
+    # that str, as `default=str` gives for every other non-JSON value.
+    if isinstance(value, tuple) and type(value).__str__ is not tuple.__str__:
+        return str(value)
+    return value
 
 
 class TextFormatter(logging.Formatter):

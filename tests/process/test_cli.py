@@ -19,6 +19,7 @@ from cloudcoil_sync._internal import logs
 from cloudcoil_sync.application import Application
 from cloudcoil_sync.application._internal.cli import build_cli
 from cloudcoil_sync.client import Config
+from cloudcoil_sync.controller import ResourceKey
 from cloudcoil_sync.testing import Emulator
 
 from .apps import settings_app
@@ -131,7 +132,7 @@ def test_json_log_lines() -> None:
     logs.configure("info", "json", stream=stream)
     log = logs.get_logger("controller.settings")
     log.debug("hidden")
-    log.info("reconciled %s", "a", extra={"key": "default/a"})
+    log.info("reconciled %s", "a", extra={"key": ResourceKey("a", "default"), "pair": (1, 2)})
     try:
         raise ValueError("boom")
     except ValueError:
@@ -142,6 +143,7 @@ def test_json_log_lines() -> None:
     first = json.loads(lines[0])
     assert first["logger"] == "cloudcoil_sync.controller.settings"
     assert (first["level"], first["message"], first["key"]) == ("INFO", "reconciled a", "default/a")
+    assert first["pair"] == [1, 2]  # a plain tuple stays a list
     assert first["time"].endswith("+00:00")
     second = json.loads(lines[1])
     assert second["level"] == "ERROR" and "ValueError: boom" in second["exception"]

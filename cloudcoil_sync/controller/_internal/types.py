@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from operator import itemgetter
+from typing import Any, NoReturn
 
 from cloudcoil.resources import Resource
 
@@ -15,16 +16,31 @@ __all__ = ["ResourceKey", "Result", "TerminalError", "Wait", "interpret"]
 DEFAULT_WAIT_SECONDS = 30.0
 
 
-@dataclass(frozen=True)
-class ResourceKey:
-    """Identity of one object of a controller's primary kind; namespace None = cluster scope."""
+_MARK = object()  # every key's third item: a key equals no plain tuple and no other type
+
+
+@dataclass(frozen=True, init=False, repr=False, eq=False)
+class ResourceKey(tuple[str, "str | None", object]):
+    """Identity of one object of a controller's primary kind; namespace None = cluster scope.
+
+    It behaves as the frozen dataclass `ResourceKey(name, namespace=None)`: `name` and
+    `namespace` are read-only, `dataclasses.replace`/`asdict`/`fields` apply, a key equals
+    only an equal key, and keys are neither ordered nor iterable. Underneath it is a tuple
+    (`name`, `namespace`, a private marker) so that hashing and comparing keys, which the
+    work queue, the store and the echoes do dozens of times per object, run no Python code.
+    Indexing and `len` are the tuple's, not part of the API. Format a key with `str(key)`
+    or an f-string: `"%s" % key` reads a tuple as the arguments (`"%s" % (key,)` works).
+    """
+
+    __slots__ = ()
 
     name: str
-    namespace: str | None = None
+    namespace: str | None
 
-    def __post_init__(self) -> None:
-        if not self.name:
+    def __new__(cls, name: str, namespace: str | None = None) -> ResourceKey:
+        if not name:
             raise ValueError("A resource key needs a name")
+        return tuple.__new__(cls, (name, namespace, _MARK))
 
     @classmethod
     def from_resource(cls, obj: Resource | Mapping[str, Any]) -> ResourceKey:
@@ -41,7 +57,31 @@ class ResourceKey:
         return cls(name, namespace or None)
 
     def __str__(self) -> str:
-        return self.name if self.namespace is None else f"{self.namespace}/{self.name}"
+        return self[0] if self[1] is None else f"{self[1]}/{self[0]}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__qualname__}(name={self[0]!r}, namespace={self[1]!r})"
+
+    def __reduce__(self) -> tuple[type[ResourceKey], tuple[str, str | None]]:
+        return type(self), (self[0], self[1])  # pickle and copy rebuild through __new__
+
+    # The dataclass had no order and no iteration; the tuple's would expose the marker.
+    def __lt__(self, other: object) -> bool:
+        return NotImplemented
+
+    __le__ = __gt__ = __ge__ = __lt__
+
+    def __iter__(self) -> NoReturn:
+        raise TypeError(f"{type(self).__name__!r} object is not iterable")
+
+    def __contains__(self, item: object) -> NoReturn:
+        raise TypeError(f"argument of type {type(self).__name__!r} is not iterable")
+
+
+# C getters (no Python frame per read), set after @dataclass so it sees no field defaults.
+for _index, _field in enumerate(("name", "namespace")):
+    setattr(ResourceKey, _field, property(itemgetter(_index), doc=f"The object's {_field}."))
+del _index, _field
 
 
 @dataclass(frozen=True)
