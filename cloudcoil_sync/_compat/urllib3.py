@@ -1,4 +1,5 @@
-"""urllib3 internals: the pools a PoolManager holds, the socket under a streamed response."""
+"""urllib3 internals: the pools a PoolManager holds, the socket under a streamed response,
+a pool's kept-alive connections."""
 
 from __future__ import annotations
 
@@ -6,14 +7,18 @@ import socket
 from typing import Any
 
 from urllib3 import HTTPConnectionPool, PoolManager
+from urllib3.exceptions import ClosedPoolError
 
 from cloudcoil_sync._compat import changed
 
 __all__ = [
     "HANDED_OVER_SOCKET",
+    "check_connections",
     "check_pools",
     "check_response",
     "connection_pools",
+    "kept_alive",
+    "put_back",
     "response_socket",
 ]
 
@@ -67,3 +72,36 @@ def _follow(value: Any, names: tuple[str, ...]) -> tuple[Any, str | None]:
         if value is None:
             return None, ".".join(names[:depth])
     return value, None
+
+
+def kept_alive(pool: HTTPConnectionPool) -> Any | None:
+    """A connection of `pool` that is open and was not dropped (urllib3 closes a dropped one
+    as it takes it), now held by the caller; None, with nothing held, when the pool offers
+    none (a new connection would connect in ``urlopen``), has a proxy or is closed."""
+    if not _CONNECTIONS:
+        return None
+    try:
+        conn = pool._get_conn()
+    except ClosedPoolError:
+        return None  # urlopen raises it as the adapter does
+    if getattr(conn, "sock", None) is None or getattr(conn, "proxy", None) is not None:
+        pool._put_conn(conn)
+        return None
+    return conn
+
+
+def put_back(pool: HTTPConnectionPool, conn: Any | None) -> None:
+    """Return a connection `kept_alive` handed out (None: its slot, the connection dropped)."""
+    pool._put_conn(conn)
+
+
+def check_connections() -> None:
+    """Raise `DependencyChanged` unless `kept_alive` and `put_back` can use urllib3's pools."""
+    if not _CONNECTIONS:
+        raise changed("urllib3", "HTTPConnectionPool._get_conn and _put_conn", _KEPT)
+
+
+_KEPT = "to send on a kept-alive connection without urlopen (client/_internal/wire.py)"
+_CONNECTIONS = all(
+    callable(getattr(HTTPConnectionPool, name, None)) for name in ("_get_conn", "_put_conn")
+)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from ports import free_port
 
 from cloudcoil_sync.client import Config
-from cloudcoil_sync.client._internal import lean
+from cloudcoil_sync.client._internal import lean, wire
 from cloudcoil_sync.client._internal.retry import RetryPolicy
 
 from .certs import PKI
@@ -106,15 +106,15 @@ def _cm() -> tuple[str, str, str]:
 
 @pytest.fixture
 def lean_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """URLs answered by the lean send."""
+    """URLs sent by the lean send (on a kept-alive connection, or through urlopen)."""
     seen: list[str] = []
-    real = lean.answer
+    real = wire.send
 
-    def counted(response: Any, url: str) -> lean.Answer:
-        seen.append(url)
-        return real(response, url)
+    def counted(*args: Any) -> Any:
+        seen.append(args[-1])
+        return real(*args)
 
-    monkeypatch.setattr(lean, "answer", counted)
+    monkeypatch.setattr(wire, "send", counted)
     yield seen
 
 

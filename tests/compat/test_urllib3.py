@@ -13,9 +13,12 @@ from urllib3 import PoolManager
 
 from cloudcoil_sync._compat import DependencyChanged
 from cloudcoil_sync._compat.urllib3 import (
+    check_connections,
     check_pools,
     check_response,
     connection_pools,
+    kept_alive,
+    put_back,
     response_socket,
 )
 
@@ -99,3 +102,41 @@ def test_a_response_without_the_socket_chain_is_named(response: Any, missing: st
     with pytest.raises(DependencyChanged) as changed:
         check_response(response)
     assert str(changed.value).startswith(f"urllib3 {VERSION} no longer offers {missing}")
+
+
+def test_a_pool_hands_out_its_kept_alive_connection_and_takes_it_back(
+    server: LoopbackServer,
+) -> None:
+    check_connections()
+    manager = PoolManager()
+    try:
+        pool = manager.connection_from_url(server.url)
+        assert kept_alive(pool) is None  # none open yet: urlopen connects the one made
+        assert pool.request("GET", "/ok").data == b"ok\n"
+        conn = kept_alive(pool)
+        assert conn is not None and conn.sock is not None
+        put_back(pool, conn)
+        assert kept_alive(pool) is conn
+        put_back(pool, conn)
+        assert (pool.num_connections, pool.num_requests) == (1, 1)
+        pool.close()
+        assert kept_alive(pool) is None  # a closed pool: urlopen raises as requests expects
+    finally:
+        manager.clear()
+
+
+def test_a_pool_without_its_connection_methods_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cloudcoil_sync._compat.urllib3 as compat
+
+    monkeypatch.setattr(compat, "_CONNECTIONS", False)
+    with pytest.raises(DependencyChanged) as changed:
+        check_connections()
+    assert str(changed.value).startswith(
+        f"urllib3 {VERSION} no longer offers HTTPConnectionPool._get_conn and _put_conn"
+    )
+    manager = PoolManager()
+    try:
+        pool = manager.connection_from_url("http://127.0.0.1:1")
+        assert kept_alive(pool) is None  # the wire send stays off: urlopen sends
+    finally:
+        manager.clear()

@@ -17,13 +17,14 @@ import functools
 import io
 import re
 from collections.abc import Mapping
+from http.client import HTTPMessage
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
 import requests.structures
 import requests.utils
-from urllib3 import HTTPConnectionPool, HTTPResponse
+from urllib3 import HTTPConnectionPool, HTTPHeaderDict, HTTPResponse
 from urllib3.util import Timeout
 
 from cloudcoil_sync.client._internal.failures import (
@@ -42,13 +43,25 @@ _PLAIN = re.compile(r"[A-Za-z0-9\-._~:/?\[\]@!$&'()*+,;=]*")
 class Answer:
     """What the transport reads of a non-streamed response: status, headers, body, URL."""
 
-    __slots__ = ("content", "headers", "status_code", "url")
+    __slots__ = ("_head", "_headers", "content", "status_code", "url")
 
-    def __init__(self, status_code: int, headers: Mapping[str, str], content: bytes, url: str):
+    def __init__(
+        self, status_code: int, headers: Mapping[str, str] | HTTPMessage, content: bytes, url: str
+    ):
         self.status_code = status_code
-        self.headers = headers  # urllib3's: case-insensitive, as requests' own
+        self._head = headers  # urllib3's HTTPHeaderDict, or the message http.client read
+        self._headers: Mapping[str, str] | None = None
         self.content = content
         self.url = url
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Case-insensitive, repeated names joined, as urllib3's (built when first read: the
+        transport reads them only of an error answer)."""
+        if self._headers is None:
+            head = self._head
+            self._headers = HTTPHeaderDict(head.items()) if isinstance(head, HTTPMessage) else head
+        return self._headers
 
     def close(self) -> None:
         """Nothing to release: the body was read, which put the connection back."""

@@ -23,7 +23,7 @@ import requests.utils
 from cloudcoil_sync._compat.requests import set_cookie_jar
 from cloudcoil_sync._compat.urllib3 import connection_pools
 from cloudcoil_sync._internal import tracing
-from cloudcoil_sync.client._internal import codec, gate, lean
+from cloudcoil_sync.client._internal import codec, gate, lean, wire
 from cloudcoil_sync.client._internal.auth import Auth
 from cloudcoil_sync.client._internal.errors import TransportError, api_error
 from cloudcoil_sync.client._internal.failures import map_transport_error, not_sent
@@ -287,9 +287,9 @@ class Transport:
             return self._send(method, url, data, headers, timeout, stream, cert)
         method = method.upper()
         sent = {**self._base_headers, **headers}
-        raw = lean.urlopen(
-            pool, self._adapter.max_retries, method, path, data, sent, lean.timeout(*timeout)
-        )
+        raw = wire.send(pool, self._adapter.max_retries, method, path, data, sent, timeout, quoted)
+        if isinstance(raw, lean.Answer):
+            return raw
         if raw.status in requests.models.REDIRECT_STATI and "location" in raw.headers:
             prep = self._prepared(method, url, data, headers)
             options = self._options(timeout, stream, cert or self._cert)
