@@ -92,26 +92,38 @@ def racy() -> Iterator[None]:
 def test_no_increment_or_observation_is_lost_under_threads() -> None:
     metrics = OperatorMetrics()
     controller = metrics.controller("c", workers=8)
-    threads, rounds = 8, 2000
-    start = threading.Barrier(threads)
+    threads, rounds, kinds = 8, 2000, 50
+    start = threading.Barrier(threads + 1)
+    done = threading.Event()
+    scrapes: list[bytes] = []
 
-    def work() -> None:
+    def work(thread: int) -> None:
         start.wait(10)
-        for _ in range(rounds):
+        for i in range(rounds):
             controller.worker_started()
             controller.caused("spec")
+            controller.caused(f"kind-{thread}-{i % kinds}")  # series made during scrapes
             controller.queue.added()
             controller.queue.queued_for(0.5)
             controller.queue.worked_for(0.25)
             controller.reconciled("success", 0.125)
             controller.worker_finished()
 
-    pool = [threading.Thread(target=work) for _ in range(threads)]
-    for thread in pool:
+    def scrape() -> None:
+        start.wait(10)
+        while not done.is_set():
+            scrapes.append(metrics.render())
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    scraper = threading.Thread(target=scrape)
+    for thread in [*pool, scraper]:
         thread.start()
     for thread in pool:
         thread.join(60)
-    assert not any(thread.is_alive() for thread in pool)
+    done.set()
+    scraper.join(60)
+    assert not any(thread.is_alive() for thread in [*pool, scraper])
+    assert scrapes and all(b"controller_runtime_reconcile_total" in text for text in scrapes)
     n = float(threads * rounds)
     get = metrics.registry.get_sample_value
     c, q = {"controller": "c"}, {"controller": "c", "name": "c"}
@@ -121,6 +133,10 @@ def test_no_increment_or_observation_is_lost_under_threads() -> None:
     assert get("controller_runtime_reconcile_time_seconds_bucket", {**c, "le": "0.1"}) == 0
     assert get("controller_runtime_reconcile_time_seconds_bucket", {**c, "le": "0.15"}) == n
     assert get("cloudcoil_reconcile_causes_total", {**c, "cause": "spec"}) == n
+    for thread in range(threads):
+        for kind in range(kinds):
+            cause = {**c, "cause": f"kind-{thread}-{kind}"}
+            assert get("cloudcoil_reconcile_causes_total", cause) == rounds / kinds
     assert get("workqueue_adds_total", q) == n
     assert get("workqueue_queue_duration_seconds_count", q) == n
     assert get("workqueue_queue_duration_seconds_sum", q) == n * 0.5
