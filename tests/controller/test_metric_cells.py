@@ -19,9 +19,11 @@ def test_a_series_takes_the_familys_labels_and_keeps_its_first_lock() -> None:
     lock = threading.Lock()
     cell = family.cell(("a",), lock)
     assert family.cell(("a",), lock) is cell
-    with pytest.raises(ValueError, match=r"jobs takes the labels \('queue',\), not \('a', 'b'\)"):
+    with pytest.raises(
+        ValueError, match=r"jobs_total takes the labels \('queue',\), not \('a', 'b'\)"
+    ):
         family.cell(("a", "b"), lock)
-    with pytest.raises(ValueError, match=r"jobs\('a',\) is already guarded by another lock"):
+    with pytest.raises(ValueError, match=r"jobs_total\('a',\) is already guarded by another lock"):
         family.cell(("a",), threading.Lock())
 
 
