@@ -1,24 +1,38 @@
 """Prometheus metrics named as controller-runtime names them, on a registry per operator.
 
 Existing controller-runtime dashboards work unchanged: same metric names, label names and
-histogram buckets (`controller` and `name` carry the controller name; no object names are
-ever label values). `cloudcoil_*` gauges add what controller-runtime lacks. Each
-`OperatorMetrics` owns its `CollectorRegistry`, which never emits the `_created` series.
+histogram buckets (`metric_families`; `controller` and `name` carry the controller name, no
+object names are ever label values). `cloudcoil_*` families add what controller-runtime lacks.
+Each `OperatorMetrics` owns its `CollectorRegistry`, which never emits the `_created` series.
+The series a reconciled object touches are `metric_cells`: `ControllerMetrics` and
+`QueueMetricsRecorder` change them under their own lock in the one call that records them
+(a prometheus_client `inc` or `observe` costs several Python calls more).
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.metrics_core import Metric
 
 from cloudcoil_sync._compat.prometheus_client import registered
+from cloudcoil_sync.controller._internal.metric_cells import (
+    Cell,
+    CellCounter,
+    CellGauge,
+    CellHistogram,
+)
+from cloudcoil_sync.controller._internal.metric_families import (
+    FAMILIES,
+    RECONCILE_TIME_BUCKETS,
+    WORKQUEUE_BUCKETS,
+)
 
 __all__ = [
     "CONTENT_TYPE",
@@ -41,16 +55,6 @@ _GAUGES: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDi
 _GAUGES_LOCK = threading.Lock()
 
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
-
-# controller-runtime pkg/internal/controller/metrics: reconcile_time_seconds buckets.
-RECONCILE_TIME_BUCKETS = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5,
-    0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0,
-    6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
-)  # fmt: skip
-
-# client-go workqueue and webhook latency: prometheus.ExponentialBuckets(10e-9, 10, 12).
-WORKQUEUE_BUCKETS = tuple(float(f"1e{exponent}") for exponent in range(-8, 4))
 
 
 @dataclass(frozen=True)
@@ -82,210 +86,29 @@ class _Registry(CollectorRegistry):
                 yield family
 
 
-class _Family(NamedTuple):
-    """One metric family: its type, name, help text, label names and histogram buckets."""
-
-    type: type[Counter] | type[Gauge] | type[Histogram]
-    name: str
-    help: str
-    labels: tuple[str, ...] = ("controller",)
-    buckets: tuple[float, ...] | None = None
-
-    def declare(self, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
-        if self.buckets is None:
-            return self.type(self.name, self.help, self.labels, registry=registry)
-        return Histogram(self.name, self.help, self.labels, buckets=self.buckets, registry=registry)
-
-
-_QUEUE = ("name", "controller")
-
-#: The families of one operator, by the `OperatorMetrics` attribute that holds each:
-#: controller-runtime's reconcile and webhook families, client-go's workqueue families
-#: (per queue and controller), and the `cloudcoil_*` ones controller-runtime lacks.
-FAMILIES = {
-    "reconcile_total": _Family(
-        Counter,
-        "controller_runtime_reconcile_total",
-        "Total number of reconciliations per controller",
-        ("controller", "result"),
-    ),
-    "reconcile_errors": _Family(
-        Counter,
-        "controller_runtime_reconcile_errors_total",
-        "Total number of reconciliation errors per controller",
-    ),
-    "terminal_errors": _Family(
-        Counter,
-        "controller_runtime_terminal_reconcile_errors_total",
-        "Total number of terminal reconciliation errors per controller",
-    ),
-    "reconcile_timeouts": _Family(
-        Counter,
-        "controller_runtime_reconcile_timeouts_total",
-        "Total number of reconciliation timeouts per controller",
-    ),
-    "reconcile_time": _Family(
-        Histogram,
-        "controller_runtime_reconcile_time_seconds",
-        "Length of time per reconciliation per controller",
-        buckets=RECONCILE_TIME_BUCKETS,
-    ),
-    "max_concurrent": _Family(
-        Gauge,
-        "controller_runtime_max_concurrent_reconciles",
-        "Maximum number of concurrent reconciles per controller",
-    ),
-    "active_workers": _Family(
-        Gauge,
-        "controller_runtime_active_workers",
-        "Number of currently used workers per controller",
-    ),
-    "invalid_objects": _Family(
-        Counter,
-        "cloudcoil_invalid_objects_total",
-        "Objects the model rejected, per controller and where they were read (pass, mapper)",
-        ("controller", "source"),
-    ),
-    "fenced_passes": _Family(
-        Counter,
-        "cloudcoil_fenced_passes_total",
-        "Passes whose writes a closed write fence refused, per controller and cause "
-        "(timeout, renew_deadline, leadership_lost, shutdown)",
-        ("controller", "cause"),
-    ),
-    "pass_causes": _Family(
-        Counter,
-        "cloudcoil_reconcile_causes_total",
-        "Passes by why they ran (a pass with several causes counts once for each kind)",
-        ("controller", "cause"),
-    ),
-    "mapper_errors": _Family(
-        Counter,
-        "cloudcoil_mapper_errors_total",
-        "Watch mapper calls that raised (the event was dropped), per controller",
-    ),
-    "object_threads": _Family(
-        Gauge,
-        "cloudcoil_object_threads",
-        "Running per-object daemon and timer threads, per controller and handler",
-        ("controller", "handler"),
-    ),
-    "object_handler_errors": _Family(
-        Counter,
-        "cloudcoil_object_handler_errors_total",
-        "Daemon and timer calls that raised, per controller and handler",
-        ("controller", "handler"),
-    ),
-    "filtered_events": _Family(
-        Counter,
-        "cloudcoil_filtered_events_total",
-        "Updates a controller's filters dropped (the passes they saved), per controller and filter",
-        ("controller", "filter"),
-    ),
-    "queue_depth": _Family(
-        Gauge, "workqueue_depth", "Current depth of workqueue", ("name", "controller", "priority")
-    ),
-    "queue_adds": _Family(
-        Counter, "workqueue_adds_total", "Total number of adds handled by workqueue", _QUEUE
-    ),
-    "queue_retries": _Family(
-        Counter, "workqueue_retries_total", "Total number of retries handled by workqueue", _QUEUE
-    ),
-    "queue_duration": _Family(
-        Histogram,
-        "workqueue_queue_duration_seconds",
-        "How long in seconds an item stays in workqueue before being requested",
-        _QUEUE,
-        WORKQUEUE_BUCKETS,
-    ),
-    "work_duration": _Family(
-        Histogram,
-        "workqueue_work_duration_seconds",
-        "How long in seconds processing an item from workqueue takes",
-        _QUEUE,
-        WORKQUEUE_BUCKETS,
-    ),
-    "unfinished_work": _Family(
-        Gauge,
-        "workqueue_unfinished_work_seconds",
-        "How many seconds of work has been done that is in progress and hasn't been "
-        "observed by work_duration. Large values indicate stuck threads. One can deduce "
-        "the number of stuck threads by observing the rate at which this increases.",
-        _QUEUE,
-    ),
-    "longest_running": _Family(
-        Gauge,
-        "workqueue_longest_running_processor_seconds",
-        "How many seconds has the longest running processor for workqueue been running",
-        _QUEUE,
-    ),
-    "webhook_latency": _Family(
-        Histogram,
-        "controller_runtime_webhook_latency_seconds",
-        "Histogram of the latency of processing admission requests",
-        ("webhook",),
-        WORKQUEUE_BUCKETS,
-    ),
-    "webhook_requests": _Family(
-        Counter,
-        "controller_runtime_webhook_requests_total",
-        "Total number of admission requests by HTTP status code",
-        ("webhook", "code"),
-    ),
-    "webhook_in_flight": _Family(
-        Gauge,
-        "controller_runtime_webhook_requests_in_flight",
-        "Current number of admission requests being served",
-        ("webhook",),
-    ),
-    "controller_ready": _Family(
-        Gauge,
-        "cloudcoil_controller_ready",
-        "1 when the controller's informers are synced and its workers run",
-    ),
-    "delayed_keys": _Family(
-        Gauge,
-        "cloudcoil_controller_delayed_keys",
-        "Keys waiting for a retry or a scheduled requeue",
-    ),
-    "manager_healthy": _Family(
-        Gauge, "cloudcoil_manager_healthy", "1 while the manager runs without failure", ()
-    ),
-    "manager_ready": _Family(
-        Gauge,
-        "cloudcoil_manager_ready",
-        "1 when the manager leads (if electing) and every controller is ready",
-        (),
-    ),
-    "manager_informers": _Family(
-        Gauge, "cloudcoil_manager_informers", "Informers the manager runs", ()
-    ),
-}
-
-
 class OperatorMetrics:
     """All collectors of one Application or Manager: one attribute per family of
     `FAMILIES`, and `leader_status` (`leader_election_master_status{name}`)."""
 
-    reconcile_total: Counter
-    reconcile_errors: Counter
-    terminal_errors: Counter
-    reconcile_timeouts: Counter
-    reconcile_time: Histogram
+    reconcile_total: CellCounter
+    reconcile_errors: CellCounter
+    terminal_errors: CellCounter
+    reconcile_timeouts: CellCounter
+    reconcile_time: CellHistogram
     max_concurrent: Gauge
-    active_workers: Gauge
+    active_workers: CellGauge
     invalid_objects: Counter
     fenced_passes: Counter
-    pass_causes: Counter
+    pass_causes: CellCounter
     mapper_errors: Counter
-    filtered_events: Counter
+    filtered_events: CellCounter
     object_threads: Gauge
     object_handler_errors: Counter
     queue_depth: Gauge
-    queue_adds: Counter
-    queue_retries: Counter
-    queue_duration: Histogram
-    work_duration: Histogram
+    queue_adds: CellCounter
+    queue_retries: CellCounter
+    queue_duration: CellHistogram
+    work_duration: CellHistogram
     unfinished_work: Gauge
     longest_running: Gauge
     webhook_latency: Histogram
@@ -345,37 +168,40 @@ class ControllerMetrics:
     def __init__(self, metrics: OperatorMetrics, name: str, workers: int) -> None:
         self.name = name
         self._metrics = metrics
-        for result in RECONCILE_RESULTS:
-            metrics.reconcile_total.labels(controller=name, result=result).inc(0)
+        self._lock = lock = threading.Lock()  # guards this controller's cells
         self._totals = {
-            result: metrics.reconcile_total.labels(controller=name, result=result)
+            result: metrics.reconcile_total.cell((name, result), lock)
             for result in RECONCILE_RESULTS
         }
-        self._errors = metrics.reconcile_errors.labels(controller=name)
-        self._terminal = metrics.terminal_errors.labels(controller=name)
-        self._timeouts = metrics.reconcile_timeouts.labels(controller=name)
-        self._time = metrics.reconcile_time.labels(controller=name)
-        self._active = metrics.active_workers.labels(controller=name)
-        for child in (self._errors, self._terminal, self._timeouts):
-            child.inc(0)
-        self._active.set(0)
+        self._errors = metrics.reconcile_errors.cell((name,), lock)
+        self._terminal = metrics.terminal_errors.cell((name,), lock)
+        self._timeouts = metrics.reconcile_timeouts.cell((name,), lock)
+        self._time = metrics.reconcile_time.cell((name,), lock)
+        self._bounds = metrics.reconcile_time.bounds
+        self._active = metrics.active_workers.cell((name,), lock)
         metrics.max_concurrent.labels(controller=name).set(workers)
         self.queue = QueueMetricsRecorder(metrics, name)
-        self._causes: dict[str, Counter] = {}
+        self._causes: dict[str, Cell] = {}
+        self._filters: dict[str, Cell] = {}
 
     def reconciled(self, result: str, seconds: float, *, terminal: bool = False) -> None:
         """Count one pass: `result` is success, error, requeue or requeue_after."""
-        if result not in self._totals:
+        total = self._totals.get(result)
+        if total is None:
             raise ValueError(f"Unknown reconcile result {result!r}")
-        self._time.observe(seconds)
-        self._totals[result].inc()
-        if result == "error":
-            self._errors.inc()
-            if terminal:
-                self._terminal.inc()
+        spent = self._time
+        with self._lock:
+            spent[bisect_left(self._bounds, seconds)] += 1
+            spent[-1] += seconds
+            total[0] += 1
+            if result == "error":
+                self._errors[0] += 1
+                if terminal:
+                    self._terminal[0] += 1
 
     def timed_out(self) -> None:
-        self._timeouts.inc()
+        with self._lock:
+            self._timeouts[0] += 1
 
     def invalid(self, source: str) -> None:
         """An object the model rejects, read by a pass or a mapper."""
@@ -387,16 +213,23 @@ class ControllerMetrics:
 
     def caused(self, kind: str) -> None:
         """A pass ran for a cause of this kind (`causes.CAUSE_KINDS`)."""
-        child = self._causes.get(kind)
-        if child is None:
-            child = self._causes[kind] = self._metrics.pass_causes.labels(self.name, kind)
-        child.inc()
+        cell = self._causes.get(kind)
+        if cell is None:
+            family = self._metrics.pass_causes
+            cell = self._causes[kind] = family.cell((self.name, kind), self._lock)
+        with self._lock:
+            cell[0] += 1
 
     def mapper_failed(self) -> None:
         self._metrics.mapper_errors.labels(controller=self.name).inc()
 
     def filtered(self, name: str) -> None:
-        self._metrics.filtered_events.labels(controller=self.name, filter=name).inc()
+        cell = self._filters.get(name)
+        if cell is None:
+            family = self._metrics.filtered_events
+            cell = self._filters[name] = family.cell((self.name, name), self._lock)
+        with self._lock:
+            cell[0] += 1
 
     def object_threads(self, handler: str, change: int) -> None:
         self._metrics.object_threads.labels(controller=self.name, handler=handler).inc(change)
@@ -405,10 +238,12 @@ class ControllerMetrics:
         self._metrics.object_handler_errors.labels(controller=self.name, handler=handler).inc()
 
     def worker_started(self) -> None:
-        self._active.inc()
+        with self._lock:
+            self._active[0] += 1
 
     def worker_finished(self) -> None:
-        self._active.dec()
+        with self._lock:
+            self._active[0] -= 1
 
     def bind(
         self,
@@ -432,29 +267,38 @@ class QueueMetricsRecorder:
     """`QueueMetrics` hooks for a WorkQueue, labelled name=controller=<controller name>."""
 
     def __init__(self, metrics: OperatorMetrics, name: str) -> None:
+        self._lock = lock = threading.Lock()  # guards this queue's cells
         labels = {"name": name, "controller": name}
-        self._adds = metrics.queue_adds.labels(**labels)
-        self._retries = metrics.queue_retries.labels(**labels)
-        self._queued = metrics.queue_duration.labels(**labels)
-        self._worked = metrics.work_duration.labels(**labels)
+        self._adds = metrics.queue_adds.cell((name, name), lock)
+        self._retries = metrics.queue_retries.cell((name, name), lock)
+        self._queued = metrics.queue_duration.cell((name, name), lock)
+        self._worked = metrics.work_duration.cell((name, name), lock)
+        self._queue_bounds = metrics.queue_duration.bounds
+        self._work_bounds = metrics.work_duration.bounds
         metrics.queue_depth.labels(priority="", **labels).set(0)
         metrics.delayed_keys.labels(controller=name).set(0)
-        self._adds.inc(0)
-        self._retries.inc(0)
         metrics.unfinished_work.labels(**labels).set(0)
         metrics.longest_running.labels(**labels).set(0)
 
     def added(self) -> None:
-        self._adds.inc()
+        with self._lock:
+            self._adds[0] += 1
 
     def retried(self) -> None:
-        self._retries.inc()
+        with self._lock:
+            self._retries[0] += 1
 
     def queued_for(self, seconds: float) -> None:
-        self._queued.observe(seconds)
+        queued = self._queued
+        with self._lock:
+            queued[bisect_left(self._queue_bounds, seconds)] += 1
+            queued[-1] += seconds
 
     def worked_for(self, seconds: float) -> None:
-        self._worked.observe(seconds)
+        worked = self._worked
+        with self._lock:
+            worked[bisect_left(self._work_bounds, seconds)] += 1
+            worked[-1] += seconds
 
 
 class WebhookMetrics:
