@@ -91,3 +91,62 @@ def test_header_values_are_still_checked_and_urllib3_markers_still_honoured() ->
     assert buffered[-1] == b"Accept: application/json"
     assert not any(line.startswith(b"User-Agent") for line in buffered)
     conn.close()
+
+
+def test_the_pools_keep_connections_on_a_stack_that_behaves_as_lifoqueue(
+    kube_config: Config,
+) -> None:
+    """The stack's one-call take and return keep LifoQueue's order, its Empty and Full, and
+    its waking of a thread waiting to take or return."""
+    import queue
+    import threading
+
+    from cloudcoil_sync.client._internal.connections import POOL_CLASSES
+
+    transport = kube_config.transport
+    kube_config.client(ConfigMap).raw.list()
+    pool = transport._adapter.lean_pool(transport.url("/"), transport.session.verify, None)
+    stack_class = POOL_CLASSES["https"].QueueCls
+    assert type(pool.pool) is stack_class and stack_class is POOL_CLASSES["http"].QueueCls
+    assert issubclass(stack_class, queue.LifoQueue) and stack_class is not queue.LifoQueue
+
+    stack = stack_class(2)
+    with pytest.raises(queue.Empty):
+        stack.get(block=False)
+    stack.put("a")
+    stack.put("b", block=False)
+    with pytest.raises(queue.Full):
+        stack.put("c", block=False)
+    assert (stack.qsize(), stack.unfinished_tasks) == (2, 2)
+    assert [stack.get(), stack.get(block=False)] == ["b", "a"]  # last in, first out
+
+    def waiting(condition: threading.Condition) -> threading.Event:
+        """Set once a thread waits on `condition` (its lock released: the stack's mutex)."""
+        entered = threading.Event()
+        wait = condition.wait
+
+        def wait_noting(timeout: float | None = None) -> bool:
+            entered.set()
+            return wait(timeout)
+
+        condition.wait = wait_noting  # type: ignore[method-assign]
+        return entered
+
+    taken: list[Any] = []
+    entered = waiting(stack.not_empty)
+    taker = threading.Thread(target=lambda: taken.append(stack.get(timeout=30)))
+    taker.start()
+    assert entered.wait(30)
+    stack.put("woken")  # the taker holds the mutex until it waits: it is woken by this put
+    taker.join(30)
+    assert taken == ["woken"]
+
+    stack.put("x")
+    stack.put("y")
+    entered = waiting(stack.not_full)
+    giver = threading.Thread(target=lambda: stack.put("z", timeout=30))
+    giver.start()
+    assert entered.wait(30)
+    assert stack.get() == "y"  # makes room: the giver is woken and puts
+    giver.join(30)
+    assert not giver.is_alive() and [stack.get(), stack.get()] == ["z", "x"]
