@@ -112,7 +112,15 @@ def test_numbers_beyond_64_bits_and_non_finite_bodies(config: Config) -> None:
     assert config.client(ConfigMap).raw.get("a")["n"] == big
     with pytest.raises(ValueError, match=r"request body is not valid JSON.*NaN and Infinity"):
         config.client(ConfigMap).raw.create({"metadata": {"name": "x"}, "v": float("nan")})
-    assert len(responses.calls) == 1  # the invalid body was never sent
+    with pytest.raises(ValueError, match=r"not valid JSON \(Out of range float values.*NaN and"):
+        config.client(ConfigMap).raw.create({"metadata": {"name": "x"}, "v": [-float("inf")]})
+    assert len(responses.calls) == 1  # the invalid bodies were never sent
+    body = {"metadata": {"name": "é\u2028"}, "data": {"f": 0.1, "t": True, "n": None, "big": big}}
+    responses.post(CM_URL, json=_cm("y"))
+    config.client(ConfigMap).raw.create(body)
+    sent = responses.calls[-1].request.body
+    assert sent == json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+    assert b"\\u00e9" in sent  # ASCII on the wire, as json.dumps writes it
 
 
 @responses.activate

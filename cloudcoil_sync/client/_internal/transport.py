@@ -36,6 +36,9 @@ __all__ = ["USER_AGENT", "Transport"]
 USER_AGENT = "cloudcoil-sync/0.1"
 _Reply = requests.Response | lean.Answer
 _JSON = "application/json"
+#: ``json.dumps(body, separators=(",", ":"), allow_nan=False)`` without building an encoder
+#: per call (``encode`` keeps no state between calls: one encoder serves every thread).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 class _Call(NamedTuple):
@@ -56,7 +59,15 @@ class _Call(NamedTuple):
 def _payload(call: _Call) -> tuple[bytes | None, str | None]:
     """The body as sent (JSON-encoded unless bytes) and its content type (JSON by default)."""
     body = call.body
-    data = body if body is None or isinstance(body, bytes) else _dumps(body)
+    if body is None or isinstance(body, bytes):
+        data = body
+    else:
+        try:
+            data = _ENCODER.encode(body).encode()
+        except ValueError as error:
+            raise ValueError(
+                f"The request body is not valid JSON ({error}): NaN and Infinity have no JSON form"
+            ) from None
     content_type = call.content_type
     return data, _JSON if data is not None and content_type is None else content_type
 
@@ -391,12 +402,3 @@ def _param(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def _dumps(body: Any) -> bytes:
-    try:
-        return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
-    except ValueError as error:
-        raise ValueError(
-            f"The request body is not valid JSON ({error}): NaN and Infinity have no JSON form"
-        ) from None
