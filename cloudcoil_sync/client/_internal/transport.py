@@ -171,7 +171,11 @@ class Transport:
     def _call(self, method: str, path: str, call: _Call) -> _Reply:
         if tracing.enabled():  # a span per request, under the pass's when one runs
             return tracing.traced(method, path, lambda: self._fenced(method, path, call))
-        return self._fenced(method, path, call)
+        guard = gate.current()  # `_fenced` inline: a call less per request
+        if guard is None or method in gate.READ_METHODS:
+            return self._request(method, path, call)
+        with guard.write(method, path) as recheck:
+            return self._request(method, path, call, recheck)
 
     def _fenced(self, method: str, path: str, call: _Call) -> _Reply:
         guard = gate.current()  # the write gate installed on this thread, if any
@@ -180,20 +184,12 @@ class Transport:
         with guard.write(method, path) as recheck:
             return self._request(method, path, call, recheck)
 
-    def _ready(self, recheck: gate.Recheck | None) -> tuple[str | None, tuple[str, str] | None]:
-        """Before each attempt: the rate limiter's wait, then the write gate's check (it may
-        have closed meanwhile, or during a retry's backoff); the credentials to send."""
-        self.limiter.acquire()
-        if recheck is not None:
-            recheck()
-        return self.auth.credentials()
-
     def _request(
         self, method: str, path: str, call: _Call, recheck: gate.Recheck | None = None
     ) -> _Reply:
         if self._closed.is_set():
             raise TransportError("client is closed", method=method)
-        url = self.url(path, call.params)
+        url = self.url(path, call.params) if call.params else self.server + path
         data, content_type = _payload(call)
         stream = call.stream
         timeout = (
@@ -205,18 +201,16 @@ class Transport:
         attempt, reauthed = 0, False
         send = self._send_lean if call.lean else self._send
         while True:
-            authz, cert = self._ready(recheck)
+            # Before each attempt: the rate limiter's wait, then the write gate's check (it
+            # may have closed meanwhile, or during a retry's backoff); the credentials to send.
+            self.limiter.acquire()
+            if recheck is not None:
+                recheck()
+            authz, cert = self.auth.credentials()
+            headers = self._headers(authz, content_type, call.accept)
             try:
                 with gate.armed(recheck):  # checked again right before the bytes leave
-                    resp = send(
-                        method,
-                        url,
-                        data,
-                        self._headers(authz, content_type, call.accept),
-                        timeout,
-                        stream,
-                        cert,
-                    )
+                    resp = send(method, url, data, headers, timeout, stream, cert)
             except requests.RequestException as exc:
                 err = map_transport_error(exc, method, url, self.server)
                 if (idempotent or not_sent(exc)) and attempt < limit:
