@@ -3,6 +3,9 @@ a pool's kept-alive connections."""
 
 from __future__ import annotations
 
+import logging
+import queue
+import select
 import socket
 from typing import Any
 
@@ -25,6 +28,10 @@ __all__ = [
 #: From a response whose connection handed its socket over (a ``Connection: close`` answer):
 #: urllib3's http.client response, its socket file, the SocketIO under it, its socket.
 HANDED_OVER_SOCKET = ("_fp", "fp", "raw", "_sock")
+_log = logging.getLogger("urllib3.connectionpool")  # where `_get_conn` logs a dropped one
+#: urllib3's `wait_for_read` asks poll(2) where it works; elsewhere `kept_alive` leaves the
+#: check to it.
+_POLL = getattr(select, "poll", None)
 _POOLS = "to count connections and requests (Transport.pool_stats)"
 _SOCKET = "to wake a thread blocked reading a watch (Watch.close, Lease watches)"
 
@@ -80,6 +87,30 @@ def kept_alive(pool: HTTPConnectionPool) -> Any | None:
     none (a new connection would connect in ``urlopen``), has a proxy or is closed."""
     if not _CONNECTIONS:
         return None
+    stack = getattr(pool, "pool", None)
+    if pool.block or _POLL is None or not isinstance(stack, queue.LifoQueue):
+        return _taken(pool)  # blocking, closed, or not as known: urllib3's own `_get_conn`
+    try:  # `_get_conn` without its five calls to ask poll(2) whether the peer closed
+        conn = stack.get(block=False)
+    except queue.Empty:
+        return None  # every connection in use: urlopen opens another
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        poller = _POLL()
+        poller.register(sock, select.POLLIN)
+        if poller.poll(0):  # readable while idle: closed by the peer (or sent garbage)
+            _log.debug("Resetting dropped connection: %s", pool.host)
+            sock = None
+    if conn is not None and sock is None:
+        conn.close()  # as urllib3 closes a connection it finds dropped
+    if sock is None or getattr(conn, "proxy", None) is not None:
+        pool._put_conn(conn)
+        return None
+    return conn
+
+
+def _taken(pool: HTTPConnectionPool) -> Any | None:
+    """`kept_alive` by urllib3's ``_get_conn``."""
     try:
         conn = pool._get_conn()
     except ClosedPoolError:

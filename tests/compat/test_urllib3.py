@@ -140,3 +140,30 @@ def test_a_pool_without_its_connection_methods_is_named(monkeypatch: pytest.Monk
         assert kept_alive(pool) is None  # the wire send stays off: urlopen sends
     finally:
         manager.clear()
+
+
+@pytest.mark.parametrize("block", [False, True])
+def test_a_connection_the_peer_closed_is_closed_and_its_slot_given_back(
+    block: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As urllib3's ``_get_conn``: a dropped connection is closed, not handed out, its slot
+    back in the pool; an idle open one is handed out (a blocking pool: by ``_get_conn``)."""
+    pool = urllib3.HTTPConnectionPool("127.0.0.1", 1, maxsize=2, block=block)
+    conn = pool._get_conn()
+    ours, peer = socket.socketpair()
+    try:
+        conn.sock = ours
+        put_back(pool, conn)
+        assert kept_alive(pool) is conn  # idle and open
+        put_back(pool, conn)
+        peer.close()  # the server closed it while idle: readable at end of file
+        with caplog.at_level("DEBUG", logger="urllib3.connectionpool"):
+            assert kept_alive(pool) is None
+        assert conn.sock is None and ours.fileno() == -1  # closed as urllib3 closes it
+        assert "Resetting dropped connection: 127.0.0.1" in caplog.text
+        assert pool.pool is not None and pool.pool.qsize() == 2  # its slot back
+        assert pool.num_connections == 1  # none opened by the check
+    finally:
+        ours.close()
+        peer.close()
+        pool.close()
