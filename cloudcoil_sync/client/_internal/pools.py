@@ -61,12 +61,17 @@ class Adapter(requests.adapters.HTTPAdapter):
             self._pools[key] = pool
         return pool
 
-    def lean_pool(self, url: str, verify: Any, cert: Any) -> Any:
+    def lean_pool(
+        self, url: str, verify: Any, cert: Any, site: tuple[str, str] | None = None
+    ) -> Any:
         """The pool ``send`` would use for `url` with no proxy, ready as ``send`` leaves it;
-        None where stock requests decides (verification off, a combined PEM)."""
-        if self._prebuilt(verify, cert) is None:
+        None where stock requests decides (verification off, a combined PEM). `site`: the
+        URL's `origin`, if the caller knows it (asked per request: no call to find it)."""
+        if self._context is None or verify != self._verify:
+            return None  # `_prebuilt`'s first test inline: the common case costs no call
+        if cert is not None and self._prebuilt(verify, cert) is None:
             return None
-        pool = self._pools.get((*origin(url), cert))
+        pool = self._pools.get((*(site or origin(url)), cert))
         if pool is None or pool.pool is None:
             request = requests.PreparedRequest()
             request.url = url

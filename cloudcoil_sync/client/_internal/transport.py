@@ -118,7 +118,8 @@ class Transport:
         # (requests turns them into basic auth).
         self._base_headers = cast(dict[str, str], dict(session.headers))
         self._fast = not any(requests.utils.get_auth_from_url(self.server))
-        self._origin = len("://".join(origin(self.server)))  # of every URL: it starts so
+        self._site = origin(self.server)  # of every URL: it starts so
+        self._origin = len("://".join(self._site))
 
     @property
     def closed(self) -> bool:
@@ -287,7 +288,8 @@ class Transport:
             adapter = session.get_adapter(quoted)
             if adapter is self._adapter and lean.stock(adapter):
                 cert_ = cert or self._cert
-                pool = adapter.lean_pool(quoted, session.verify, cert_ or session.cert)
+                site = self._site if quoted is url else None  # requoted: found again
+                pool = adapter.lean_pool(quoted, session.verify, cert_ or session.cert, site)
         if pool is None:
             return self._send(method, url, data, headers, timeout, stream, cert)
         method = method.upper()
