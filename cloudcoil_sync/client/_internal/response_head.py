@@ -70,15 +70,15 @@ def _read_lines(fp: IO[bytes]) -> list[bytes]:
 def parse_head(lines: list[bytes]) -> HTTPMessage:
     """The header block as http.client's ``parse_headers`` would give it."""
     message = LeanMessage()
-    store = message.set_raw
+    store = message._headers.append  # type: ignore[attr-defined]  # `set_raw`, without its call
     for line in lines[:-1]:
         named = _NAME.match(line)
         if named is None or b"\r" in line[:-2]:  # folded, malformed, a bare CR: email's
             return _email_parse(lines)
         colon = named.end()
         value = line[colon:].decode("iso-8859-1").lstrip(" \t").rstrip("\r\n")
-        store(line[: colon - 1].decode("iso-8859-1"), value)
-    message.set_payload("")  # the feed parser's: an empty body after the head
+        store((line[: colon - 1].decode("iso-8859-1"), value))
+    message._payload = ""  # type: ignore[attr-defined]  # the feed parser's `set_payload("")`
     return message
 
 
@@ -92,6 +92,7 @@ def _email_parse(lines: list[bytes]) -> HTTPMessage:
 # if one goes, responses begin as http.client's own.
 _USABLE = all(hasattr(HTTPResponse, name) for name in ("_read_status", "_check_close")) and (
     isinstance(getattr(LeanMessage(), "_headers", None), list)
+    and hasattr(LeanMessage(), "_payload")
 )
 
 
