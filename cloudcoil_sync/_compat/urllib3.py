@@ -123,6 +123,13 @@ def _taken(pool: HTTPConnectionPool) -> Any | None:
 
 def put_back(pool: HTTPConnectionPool, conn: Any | None) -> None:
     """Return a connection `kept_alive` handed out (None: its slot, the connection dropped)."""
+    stack = getattr(pool, "pool", None)
+    if isinstance(stack, queue.LifoQueue):
+        try:
+            stack.put(conn, block=False)  # `_put_conn`'s first step, without its call
+            return
+        except queue.Full:
+            pass  # `_put_conn` closes it, and warns or raises, as urllib3 does
     pool._put_conn(conn)
 
 

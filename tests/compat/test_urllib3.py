@@ -167,3 +167,29 @@ def test_a_connection_the_peer_closed_is_closed_and_its_slot_given_back(
         ours.close()
         peer.close()
         pool.close()
+
+
+def test_a_connection_given_back_to_a_full_or_closed_pool_is_closed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As urllib3's ``_put_conn``: no room (or no pool) left, the connection is closed; a
+    full pool warns that it discards it."""
+    pool = urllib3.HTTPConnectionPool("127.0.0.1", 1, maxsize=1)
+    extra = pool._new_conn()
+    ours, peer = socket.socketpair()
+    try:
+        extra.sock = ours
+        with caplog.at_level("WARNING", logger="urllib3.connectionpool"):
+            put_back(pool, extra)  # its one slot is still in the pool
+        assert extra.sock is None and ours.fileno() == -1
+        assert "Connection pool is full, discarding connection: 127.0.0.1" in caplog.text
+        assert pool.pool is not None and pool.pool.qsize() == 1
+        pool.close()
+        late = pool._new_conn()
+        late.sock, other = socket.socketpair()
+        put_back(pool, late)
+        assert late.sock is None
+        other.close()
+    finally:
+        ours.close()
+        peer.close()
