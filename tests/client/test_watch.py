@@ -22,7 +22,7 @@ from cloudcoil_sync.client import (
     WatchEventTooLarge,
     WatchStreamError,
 )
-from cloudcoil_sync.client._internal.watch import MAX_EVENT_BYTES
+from cloudcoil_sync.client._internal.watch import MAX_EVENT_BYTES, Watch
 
 from .certs import PKI
 from .fakeserver import FakeAPI, Reply, Request
@@ -277,3 +277,28 @@ def test_a_line_over_the_limit_is_a_typed_error(
         next(stream)
     assert stream.closed
     assert issubclass(WatchEventTooLarge, WatchStreamError)  # a broken stream to old callers
+
+
+@responses.activate
+@pytest.mark.parametrize("shape", ["whole line in a chunk", "tail of a chunk", "many chunks"])
+def test_a_line_over_the_limit_is_refused_however_it_arrives(
+    config: Config, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    """The limit holds for a line a chunk holds whole, for the unfinished tail of a chunk and
+    for pieces of a line over many chunks; a line of exactly the limit is an event."""
+    event = _ev("ADDED", "a", "1")
+    limit = len(event) - 1  # the line without its newline: exactly at the limit
+    long = b'{"type":"ADDED","object":{"x":"' + b"z" * limit + b'"}}'
+    chunks = {
+        "whole line in a chunk": [event + long + b"\n"],
+        "tail of a chunk": [event + long[: limit + 1]],
+        "many chunks": [event, *(long[i : i + 7] for i in range(0, len(long), 7))],
+    }[shape]
+    monkeypatch.setattr(Watch, "_chunks", lambda self: iter(chunks))
+    responses.get(URL, body=b"")
+    path = "/api/v1/namespaces/default/configmaps"
+    stream = Watch(config.transport, path, {}, read_timeout=5, max_line=limit)
+    assert next(stream).object["metadata"]["name"] == "a"
+    with pytest.raises(WatchEventTooLarge, match=f"longer than {limit} bytes"):
+        next(stream)
+    assert stream.closed

@@ -114,10 +114,11 @@ class Watch(Iterator[WatchEvent]):
         pending: list[bytes] = []  # pieces of the line not yet complete, joined once
         size = 0
         try:
-            for chunk in self._chunks():
+            for chunk in self._chunks():  # sizes checked inline: a call per line is CPU
                 if b"\n" not in chunk:
                     size += len(chunk)
-                    self._check_size(size)
+                    if size > self.max_line:
+                        raise self._too_large()
                     pending.append(chunk)
                     continue
                 lines = chunk.split(b"\n")  # one split per chunk, not per line
@@ -130,10 +131,12 @@ class Watch(Iterator[WatchEvent]):
                 if tail:
                     pending.append(tail)
                 for line in lines:
-                    self._check_size(len(line))
+                    if len(line) > self.max_line:
+                        raise self._too_large()
                     if line.strip():
                         yield self._event(line, complete=True)
-                self._check_size(size)
+                if size > self.max_line:
+                    raise self._too_large()
                 if self._closed.is_set():
                     return
             rest = b"".join(pending)
@@ -142,14 +145,13 @@ class Watch(Iterator[WatchEvent]):
         finally:
             self.close()
 
-    def _check_size(self, size: int) -> None:
-        if size > self.max_line:
-            raise WatchEventTooLarge(
-                f"watch stream from {self._server}: an event is longer than {self.max_line} "
-                f"bytes (resume from resourceVersion {self.resource_version} by listing again)",
-                method="GET",
-                url=self.url,
-            )
+    def _too_large(self) -> WatchEventTooLarge:
+        return WatchEventTooLarge(
+            f"watch stream from {self._server}: an event is longer than {self.max_line} "
+            f"bytes (resume from resourceVersion {self.resource_version} by listing again)",
+            method="GET",
+            url=self.url,
+        )
 
     def _event(self, line: bytes, *, complete: bool) -> WatchEvent:
         try:
