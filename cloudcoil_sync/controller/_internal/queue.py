@@ -71,11 +71,10 @@ class CauseSet(dict[Cause, None]):
     dropped = 0
 
     def note(self, cause: Cause) -> None:
-        if cause in self:
-            return
+        # One hash of the cause (a dataclass's __hash__ is Python code), not two.
         if len(self) < MAX_CAUSES:
-            self[cause] = None
-        else:
+            self.setdefault(cause, None)
+        elif cause not in self:
             self.dropped += 1
 
     def merge(self, other: CauseSet) -> None:
