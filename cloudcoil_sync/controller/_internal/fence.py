@@ -63,15 +63,18 @@ class WriteFence:
 
     @property
     def closed(self) -> bool:
-        return self._own_closed() or (self.parent is not None and self.parent.closed)
+        fence: WriteFence | None = self
+        while fence is not None:  # each own closed test up the chain, inlined: per pass
+            deadline = fence.deadline
+            if fence._closed or (deadline is not None and fence._clock() >= deadline):
+                return True
+            fence = fence.parent
+        return False
 
     @property
     def in_flight(self) -> int:
         """Writes admitted by this fence and not yet answered."""
         return self._in_flight
-
-    def _own_closed(self) -> bool:
-        return self._closed or self._deadline_passed()
 
     def _deadline_passed(self) -> bool:
         deadline = self.deadline
