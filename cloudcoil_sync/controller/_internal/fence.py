@@ -129,22 +129,8 @@ class WriteFence:
         """
         return _Write(self, method, path)
 
-    def _admit(self, method: str, path: str) -> None:
-        with self._lock:
-            deadline = self.deadline  # _own_closed, inlined: asked of every fence per write
-            if self._closed or (deadline is not None and self._clock() >= deadline):
-                self._refuse(method, path)
-            self._in_flight += 1
-
     def _refuse(self, method: str, path: str) -> None:
         raise WriteFenced(f"{method} {path} not sent: {self.reason}", self.closed_cause())
-
-    def _release(self) -> None:
-        with self._lock:
-            self._in_flight -= 1
-            cond = self._cond
-            if self._closed and cond is not None:  # only close() waits for writes in flight
-                cond.notify_all()
 
 
 class _Write:
@@ -163,11 +149,16 @@ class _Write:
         self._chain, self._method, self._path = chain, method, path
         self._admitted: list[WriteFence] = []
 
+    # Admitting and releasing are inlined per fence (no method calls): they run per write.
     def __enter__(self) -> Callable[[], None]:
         method, path, admitted = self._method, self._path, self._admitted
         try:
             for fence in self._chain:
-                fence._admit(method, path)
+                with fence._lock:
+                    deadline = fence.deadline
+                    if fence._closed or (deadline is not None and fence._clock() >= deadline):
+                        fence._refuse(method, path)
+                    fence._in_flight += 1
                 admitted.append(fence)
         except BaseException:
             self._release()
@@ -180,7 +171,11 @@ class _Write:
     def _release(self) -> None:
         admitted, self._admitted = self._admitted, []
         for fence in admitted:
-            fence._release()
+            with fence._lock:
+                fence._in_flight -= 1
+                cond = fence._cond
+                if fence._closed and cond is not None:  # only close() waits for writes
+                    cond.notify_all()
 
     def recheck(self) -> None:
         # Called before every attempt and socket write, without the fences' locks: the

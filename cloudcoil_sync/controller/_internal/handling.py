@@ -134,7 +134,9 @@ class PassHandler:
             request = self._passes.pop(key, None)
         if request is None or not request.events or self._recorder is None:
             return
-        regarding = request.object if request.object is not None else request.original
+        regarding = request.object
+        if regarding is None:
+            regarding = request.original
         if regarding is not None:
             self._recorder.flush(
                 regarding,
