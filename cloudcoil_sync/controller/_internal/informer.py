@@ -313,7 +313,7 @@ class Informer:
                 if self._stop.is_set():
                     raise _Stopped
                 listed.append(version)
-                yield from (self._prepare(item) for item in page)
+                yield from map(self._prepare, page)  # map: no generator resumed per item
 
         try:
             old, fresh = self.store.replace(objects())
