@@ -392,7 +392,7 @@ class Informer:
             old = None if data is None else decode(data)
             if old is None:
                 self._notify_add(obj)
-            elif _uid(old) != _uid(obj):
+            elif (old.get("metadata") or {}).get("uid") != (obj.get("metadata") or {}).get("uid"):
                 self._notify_delete(old)
                 self._notify_add(obj)
             else:
