@@ -30,7 +30,10 @@ Patch = list[dict[str, Any]]
 
 def pointer(*tokens: str) -> str:
     """A JSON pointer (RFC 6901) from unescaped reference tokens."""
-    return "".join("/" + token.replace("~", "~0").replace("/", "~1") for token in tokens)
+    text = ""  # a loop, not a generator: a pointer is built per changed member
+    for token in tokens:
+        text += "/" + token.replace("~", "~0").replace("/", "~1")
+    return text
 
 
 def _check_json(value: Any, where: str) -> None:
@@ -139,20 +142,15 @@ def diff(before: Resource, after: Resource) -> Patch:
     ``/metadata/uid`` and ``/metadata/resourceVersion``, so the API server refuses it
     (422) if the object was replaced or changed meanwhile. Returns ``[]`` if nothing changed.
     """
-    if (before.api_version, before.kind, before.name, before.namespace) != (
-        after.api_version,
-        after.kind,
-        after.name,
-        after.namespace,
-    ):
+    meta, after_meta = before.metadata, after.metadata  # not the models' properties: Python
+    where = (None, None) if meta is None else (meta.name, meta.namespace)
+    after_where = (None, None) if after_meta is None else (after_meta.name, after_meta.namespace)
+    if (before.api_version, before.kind, where) != (after.api_version, after.kind, after_where):
         raise ValueError("A resource diff cannot change kind, name, or namespace")
-    if before.metadata is None or not before.metadata.uid or not before.resource_version:
+    if meta is None or not meta.uid or not meta.resource_version:
         raise ValueError("An optimistic diff needs a fetched resource with UID and resourceVersion")
-    if (
-        after.metadata is None
-        or after.metadata.uid != before.metadata.uid
-        or after.resource_version != before.resource_version
-    ):
+    ids = (meta.uid, meta.resource_version)
+    if after_meta is None or (after_meta.uid, after_meta.resource_version) != ids:
         raise ValueError("A resource diff cannot change UID or resourceVersion")
     # Both dumps are fresh and ours: no copies; only what is written needs checking.
     operations: Patch = []
@@ -168,8 +166,8 @@ def diff(before: Resource, after: Resource) -> Patch:
     if not operations:
         return []
     guards: Patch = [
-        {"op": "test", "path": "/metadata/uid", "value": before.metadata.uid},
-        {"op": "test", "path": "/metadata/resourceVersion", "value": before.resource_version},
+        {"op": "test", "path": "/metadata/uid", "value": meta.uid},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
     ]
     return guards + operations
 

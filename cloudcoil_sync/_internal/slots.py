@@ -28,15 +28,18 @@ class ThreadSlot(Generic[T]):
 
     def holding(self, value: T | None) -> AbstractContextManager[T | None]:
         """This thread's value is `value` inside the block, the previous one after it."""
-        return _Holding(self._local, value)
+        # Built without calling __init__ (object.__new__ is C): several per request.
+        holding: _Holding[T] = object.__new__(_Holding)
+        holding._local, holding._value = self._local, value
+        return holding
 
 
 class _Holding(Generic[T]):
     # A class, not @contextmanager: several are entered per request on the hot path.
     __slots__ = ("_local", "_previous", "_value")
 
-    def __init__(self, local: threading.local, value: T | None) -> None:
-        self._local, self._value = local, value
+    _local: threading.local
+    _value: T | None
 
     def __enter__(self) -> T | None:
         local = self._local

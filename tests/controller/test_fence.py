@@ -158,3 +158,34 @@ def test_a_write_whose_fence_closes_before_its_bytes_leave_is_not_sent(
         assert late.api.get("late-send")["data"] == {"after": "yes"}
     finally:
         late.config.close()
+
+
+def test_close_from_another_thread_waits_for_the_write_in_flight_and_wakes_waiters() -> None:
+    guard = WriteFence()  # nothing waited on it before the close
+    writing, finish = threading.Event(), threading.Event()
+    order: list[str] = []
+    closed: list[bool] = []
+
+    def write() -> None:
+        with guard.write("PATCH", "/x"):
+            writing.set()
+            finish.wait(10)
+            order.append("written")
+
+    def close() -> None:
+        closed.append(guard.close(timeout=3600))  # a lost wake-up would hang here
+        order.append("closed")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert writing.wait(10)
+    closer = threading.Thread(target=close, daemon=True)
+    closer.start()
+    assert guard.wait(10)  # woken by the close (or closed already)
+    assert order == []  # the close still waits for the write on the wire
+    finish.set()
+    closer.join(10)
+    writer.join(10)
+    assert not closer.is_alive()  # woken when the write left, not at its timeout
+    assert order == ["written", "closed"] and closed == [True]
+    assert guard.in_flight == 0

@@ -407,3 +407,52 @@ def test_cancelled_timers_do_not_accumulate(queue: WorkQueue[str]) -> None:
         queue.add_after("a", 10 - i * 0.001)  # each supersedes the previous deadline
     assert queue.delayed == 1
     assert len(queue._timers) <= 2 * 1 + 65
+
+
+class _Entered(threading.Condition):
+    """A queue's condition that counts the threads that went to sleep on it."""
+
+    def __init__(self, lock: threading.Lock, sleepers: int) -> None:
+        super().__init__(lock)
+        self.sleepers = sleepers
+        self.all_asleep = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.sleepers -= 1  # under the queue's lock
+        if self.sleepers == 0:
+            self.all_asleep.set()
+        return super().wait(timeout)
+
+
+def test_getters_asleep_are_each_woken_by_an_add_from_another_thread() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    available = queue._available = _Entered(queue._lock, 2)
+    got: list[str] = []
+    getters = [
+        threading.Thread(target=lambda: got.append(queue.get(timeout=3600)), daemon=True)
+        for _ in range(2)
+    ]
+    for getter in getters:
+        getter.start()
+    assert available.all_asleep.wait(10)  # both wait: nothing is ready
+    adder = threading.Thread(target=lambda: [queue.add("a"), queue.add("b")])
+    adder.start()
+    adder.join(10)
+    for getter in getters:
+        getter.join(10)
+        assert not getter.is_alive()  # woken by the add, not by its timeout
+    assert sorted(got) == ["a", "b"]
+
+
+def test_a_join_asleep_is_woken_when_the_last_key_is_done() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    idle = queue._idle = _Entered(queue._lock, 1)
+    queue.add("a")
+    assert queue.get() == "a"
+    joined: list[bool] = []
+    joiner = threading.Thread(target=lambda: joined.append(queue.join(3600)), daemon=True)
+    joiner.start()
+    assert idle.all_asleep.wait(10)
+    threading.Thread(target=queue.done, args=("a",)).start()
+    joiner.join(10)
+    assert not joiner.is_alive() and joined == [True]

@@ -171,3 +171,14 @@ def test_the_store_keeps_an_added_index_through_puts_removes_and_relists() -> No
     assert store.index_keys("v", "1") == [("", "c")]
     assert [o["metadata"] for o in store.by_index("v", "3")] == [{"name": "b"}]
     assert store.indexes() == ["v"]
+
+
+def test_an_object_that_no_longer_yields_an_index_value_leaves_the_index() -> None:
+    store = Store()
+    store.add_indexer("v", _by_value)
+    store.put({"metadata": {"name": "a"}, "v": 1})
+    store.put({"metadata": {"name": "a"}})  # no value now: filed under nothing
+    assert store.index_keys("v", "1") == []
+    store.put({"metadata": {"name": "a"}, "v": 2})
+    store.replace([{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}, "v": 2}])
+    assert store.index_keys("v", "2") == [("", "b")]

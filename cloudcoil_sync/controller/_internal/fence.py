@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from cloudcoil_sync.client import WriteFenced
@@ -56,21 +55,26 @@ class WriteFence:
         self.parent = parent
         self._clock = clock
         self._lock = threading.Lock()  # `with self._lock` where nothing waits: cheaper
-        self._cond = threading.Condition(self._lock)
+        # Built (under the lock) by the first `wait` or `close`: most fences (one per pass)
+        # are never waited on, and Condition.__init__ is Python.
+        self._cond: threading.Condition | None = None
         self._closed = False
         self._in_flight = 0
 
     @property
     def closed(self) -> bool:
-        return self._own_closed() or (self.parent is not None and self.parent.closed)
+        fence: WriteFence | None = self
+        while fence is not None:  # each own closed test up the chain, inlined: per pass
+            deadline = fence.deadline
+            if fence._closed or (deadline is not None and fence._clock() >= deadline):
+                return True
+            fence = fence.parent
+        return False
 
     @property
     def in_flight(self) -> int:
         """Writes admitted by this fence and not yet answered."""
         return self._in_flight
-
-    def _own_closed(self) -> bool:
-        return self._closed or self._deadline_passed()
 
     def _deadline_passed(self) -> bool:
         deadline = self.deadline
@@ -82,15 +86,23 @@ class WriteFence:
             return self._closed_cause or self.cause
         return self.deadline_cause if self._deadline_passed() else self.cause
 
+    def _condition(self) -> threading.Condition:
+        """The fence's condition (on `_lock`, which the caller holds)."""
+        cond = self._cond
+        if cond is None:
+            cond = self._cond = threading.Condition(self._lock)
+        return cond
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the fence closes (or `timeout`); True if closed. Long handlers can
         poll `closed` or wait here to give up early once their pass was abandoned."""
-        with self._cond:
+        with self._lock:
+            cond = self._condition()
             if self.deadline is None:
-                return self._cond.wait_for(lambda: self._closed, timeout)
+                return cond.wait_for(lambda: self._closed, timeout)
             left = self.deadline - self._clock()
             limit = left if timeout is None else min(left, timeout)
-            self._cond.wait_for(lambda: self._closed, max(0.0, limit))
+            cond.wait_for(lambda: self._closed, max(0.0, limit))
             return self.closed
 
     def close(self, timeout: float | None = None, *, cause: str | None = None) -> bool:
@@ -99,60 +111,80 @@ class WriteFence:
         Returns False if one was still in flight at the timeout. `cause` (first close
         only) is what a refused write reports; default the fence's `cause`.
         """
-        with self._cond:
+        with self._lock:
+            cond = self._condition()
             if not self._closed:
                 self._closed_cause = self.deadline_cause if self._deadline_passed() else cause
             self._closed = True
-            self._cond.notify_all()
-            return self._cond.wait_for(lambda: self._in_flight == 0, timeout)
+            cond.notify_all()
+            return cond.wait_for(lambda: self._in_flight == 0, timeout)
 
-    @contextmanager
-    def write(self, method: str, path: str) -> Iterator[Callable[[], None]]:
+    def write(self, method: str, path: str) -> _Write:
         """Admit one write (raises `WriteFenced` once closed), tracked while in flight.
 
-        Yields the check the transport makes before each attempt to send it: a retry after
-        backoff (a 429's Retry-After) or a wait for the rate limiter may outlast the fence,
-        and then that attempt is refused unsent too.
+        Used as `with fence.write(method, path) as recheck:`; `recheck` is the check the
+        transport makes before each attempt to send it: a retry after backoff (a 429's
+        Retry-After) or a wait for the rate limiter may outlast the fence, and then that
+        attempt is refused unsent too.
         """
+        return _Write(self, method, path)
+
+    def _refuse(self, method: str, path: str) -> None:
+        raise WriteFenced(f"{method} {path} not sent: {self.reason}", self.closed_cause())
+
+
+class _Write:
+    """One write admitted by a fence chain, counted in flight by each fence while inside
+    the `with` block. A class, not @contextmanager: one is entered per write."""
+
+    __slots__ = ("_admitted", "_chain", "_method", "_path")
+
+    def __init__(self, fence: WriteFence, method: str, path: str) -> None:
         chain: list[WriteFence] = []
-        fence: WriteFence | None = self
-        while fence is not None:
-            chain.append(fence)
-            fence = fence.parent
+        link: WriteFence | None = fence
+        while link is not None:
+            chain.append(link)
+            link = link.parent
         chain.reverse()  # the outermost first: its reason is reported
+        self._chain, self._method, self._path = chain, method, path
+        self._admitted: list[WriteFence] = []
 
-        def recheck() -> None:
-            # Called before every attempt and socket write, without the fences' locks: the
-            # write is counted in flight, so a `close` racing this check still waits for it.
-            for fence in chain:
-                fence._refuse_if_closed(method, path)
-
-        admitted: list[WriteFence] = []
+    # Admitting and releasing are inlined per fence (no method calls): they run per write.
+    def __enter__(self) -> Callable[[], None]:
+        method, path, admitted = self._method, self._path, self._admitted
         try:
-            for fence in chain:
-                fence._admit(method, path)
+            for fence in self._chain:
+                with fence._lock:
+                    deadline = fence.deadline
+                    if fence._closed or (deadline is not None and fence._clock() >= deadline):
+                        fence._refuse(method, path)
+                    fence._in_flight += 1
                 admitted.append(fence)
-            yield recheck
-        finally:
-            for fence in admitted:
-                fence._release()
+        except BaseException:
+            self._release()
+            raise
+        return self.recheck
 
-    def _admit(self, method: str, path: str) -> None:
-        with self._lock:
-            self._refuse_if_closed(method, path)
-            self._in_flight += 1
-
-    def _refuse_if_closed(self, method: str, path: str) -> None:
-        deadline = self.deadline  # _own_closed, inlined: asked of every fence per write
-        if self._closed or (deadline is not None and self._clock() >= deadline):
-            cause = self.closed_cause()
-            raise WriteFenced(f"{method} {path} not sent: {self.reason}", cause)
+    def __exit__(self, *exc_info: object) -> None:
+        self._release()
 
     def _release(self) -> None:
-        with self._lock:
-            self._in_flight -= 1
-            if self._closed:  # only close() waits for writes in flight
-                self._cond.notify_all()
+        admitted, self._admitted = self._admitted, []
+        for fence in admitted:
+            with fence._lock:
+                fence._in_flight -= 1
+                cond = fence._cond
+                if fence._closed and cond is not None:  # only close() waits for writes
+                    cond.notify_all()
+
+    def recheck(self) -> None:
+        # Called before every attempt and socket write, without the fences' locks: the
+        # write is counted in flight, so a `close` racing this check still waits for it.
+        # The closed test of each fence inlined (`_refuse_if_closed`): it runs per write.
+        for fence in self._chain:
+            deadline = fence.deadline
+            if fence._closed or (deadline is not None and fence._clock() >= deadline):
+                fence._refuse(self._method, self._path)
 
 
 class PassFence(WriteFence):

@@ -134,7 +134,9 @@ class PassHandler:
             request = self._passes.pop(key, None)
         if request is None or not request.events or self._recorder is None:
             return
-        regarding = request.object if request.object is not None else request.original
+        regarding = request.object
+        if regarding is None:
+            regarding = request.original
         if regarding is not None:
             self._recorder.flush(
                 regarding,
@@ -149,10 +151,9 @@ def _note_deleted_children(request: Request[Any]) -> None:
     collector, a prune: `kubectl describe` on the primary then says why the operator acted
     again); the rest of a pass's causes go to its debug line, metrics and span."""
     info = current()
-    deleted = [
-        cause.object
-        for cause in (info.causes if info is not None else ())
-        if cause.kind == "child" and cause.event == "deleted" and cause.object
-    ]
+    deleted: list[str] = []  # a loop, not a list comprehension (a call): once per pass
+    for cause in info.causes if info is not None else ():
+        if cause.kind == "child" and cause.event == "deleted" and cause.object:
+            deleted.append(cause.object)
     if deleted:
         request.event("ChildDeleted", f"{', '.join(deleted)} deleted; reconciling")

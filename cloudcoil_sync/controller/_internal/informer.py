@@ -112,6 +112,7 @@ class Informer:
         self._handlers: list[_Handler] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._stopping = False  # set before _stop: read per event (Event.is_set is Python)
         self._state = threading.Condition()
         self._synced = self._finished = self._resync_requested = False
         self._thread: threading.Thread | None = None
@@ -154,6 +155,7 @@ class Informer:
 
     def stop(self, timeout: float | None = 10.0) -> bool:
         """Stop the thread (closing an open watch at once); True once it has ended."""
+        self._stopping = True
         self._stop.set()
         with self._lock:
             watch = self._watch
@@ -311,7 +313,7 @@ class Informer:
                 if self._stop.is_set():
                     raise _Stopped
                 listed.append(version)
-                yield from (self._prepare(item) for item in page)
+                yield from map(self._prepare, page)  # map: no generator resumed per item
 
         try:
             old, fresh = self.store.replace(objects())
@@ -357,7 +359,7 @@ class Informer:
         delivered = False
         try:
             for kind, obj in stream:
-                if self._stop.is_set() or self._resync_requested:
+                if self._stopping or self._resync_requested:
                     break
                 self._apply(kind, obj)
                 delivered = True
@@ -390,7 +392,7 @@ class Informer:
             old = None if data is None else decode(data)
             if old is None:
                 self._notify_add(obj)
-            elif _uid(old) != _uid(obj):
+            elif (old.get("metadata") or {}).get("uid") != (obj.get("metadata") or {}).get("uid"):
                 self._notify_delete(old)
                 self._notify_add(obj)
             else:

@@ -69,6 +69,8 @@ class InvalidReports:
     def forget(self, kind: str, namespace: str | None, name: str) -> None:
         """The object fits again (or is gone): a later rejection is news."""
         with self._lock:
+            if not self._seen:  # the common case: no listcomp call (once per pass)
+                return
             for key in [k for k in self._seen if k[1:] == (kind, namespace or "", name)]:
                 del self._seen[key]
 

@@ -137,7 +137,7 @@ class LeaderElection:
         self.fence = WriteFence(
             -math.inf,
             reason=f"leadership of Lease {self.name} is not proven (renew deadline, loss or stop)",
-            clock=lambda: self._clock(),
+            clock=self._clock,
             cause="shutdown",
             deadline_cause="renew_deadline",
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import logging
+import operator
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ _current: contextvars.ContextVar[PassInfo | None] = contextvars.ContextVar(
 )
 _serial = itertools.count(1)
 _PREFIX = f"{os.getpid():x}"
+_KIND = operator.attrgetter("kind")
 
 
 @dataclass(slots=True)
@@ -70,7 +72,7 @@ class PassScopes:
         """The pass of `key` begins on this thread; `exit` it on the same thread."""
         info = PassInfo(f"{_PREFIX}-{next(_serial)}", self._controller, self._kind, key, causes)
         if self._count is not None:
-            for kind in {cause.kind for cause in causes} or {"unknown"}:
+            for kind in set(map(_KIND, causes)) or {"unknown"}:  # map: no setcomp call
                 self._count(kind)
         return PassScope(info, self._log)
 

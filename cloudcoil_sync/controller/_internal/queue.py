@@ -71,11 +71,10 @@ class CauseSet(dict[Cause, None]):
     dropped = 0
 
     def note(self, cause: Cause) -> None:
-        if cause in self:
-            return
+        # One hash of the cause (a dataclass's __hash__ is Python code), not two.
         if len(self) < MAX_CAUSES:
-            self[cause] = None
-        else:
+            self.setdefault(cause, None)
+        elif cause not in self:
             self.dropped += 1
 
     def merge(self, other: CauseSet) -> None:
@@ -123,6 +122,10 @@ class WorkQueue(Generic[K]):
         self._lock = threading.Lock()
         self._available = threading.Condition(self._lock)
         self._idle = threading.Condition(self._lock)
+        # Threads inside `_available.wait` / `_idle.wait_for`, changed under the lock: a
+        # notify (Python code) is skipped when nobody waits, without losing a wake-up.
+        self._getters = 0
+        self._joiners = 0
         self._ready: deque[K] = deque()
         self._dirty: set[K] = set()
         self._processing: dict[K, float] = {}  # key -> when a worker took it
@@ -281,7 +284,11 @@ class WorkQueue(Generic[K]):
                     if remaining <= 0:
                         return None
                     wait = remaining if wait is None else min(wait, remaining)
-                self._available.wait(wait)
+                self._getters += 1
+                try:
+                    self._available.wait(wait)
+                finally:
+                    self._getters -= 1
         if waited is not None:
             self._metrics.queued_for(waited)
         return key
@@ -295,14 +302,20 @@ class WorkQueue(Generic[K]):
             worked = max(0.0, self._clock() - start)
             if key in self._dirty:
                 self._ready.append(key)
-                self._available.notify()
-            self._changed()
+                if self._getters:
+                    self._available.notify()
+            if self._joiners:
+                self._changed()
         self._metrics.worked_for(worked)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait until nothing is pending, in flight or delayed; False on timeout."""
         with self._lock:
-            return self._idle.wait_for(self._is_idle, timeout)
+            self._joiners += 1
+            try:
+                return self._idle.wait_for(self._is_idle, timeout)
+            finally:
+                self._joiners -= 1
 
     def shutdown(self, *, immediate: bool = False) -> None:
         """Refuse new work and drop timers and retry counts.
@@ -323,7 +336,8 @@ class WorkQueue(Generic[K]):
                 self._dirty.clear()
                 self._pending_since.clear()
             self._available.notify_all()
-            self._changed()
+            if self._joiners:
+                self._changed()
 
     # -- internals (lock held) --------------------------------------------------------
 
@@ -335,8 +349,10 @@ class WorkQueue(Generic[K]):
         self._metrics.added()
         if key not in self._processing:
             self._ready.append(key)
-            self._available.notify()
-        self._changed()
+            if self._getters:
+                self._available.notify()
+        if self._joiners:
+            self._changed()
 
     def _add_after_locked(self, key: K, delay: float, cause: Cause | None) -> None:
         if self._closed:
@@ -365,10 +381,11 @@ class WorkQueue(Generic[K]):
         heapq.heappush(self._timers, (deadline, timer, key))
         if current is not None:
             self._compact_timers()
-        if earliest:
+        if earliest and self._getters:
             # Sleeping getters computed their wait from a later deadline.
             self._available.notify_all()
-        self._changed()
+        if self._joiners:
+            self._changed()
 
     def _release_due(self, now: float) -> None:
         released = False
@@ -379,7 +396,7 @@ class WorkQueue(Generic[K]):
                 self._promote(key)
                 self._add_locked(key, now)
                 released = True
-        if released:
+        if released and self._joiners:
             self._changed()
 
     def _take_locked(self, now: float) -> tuple[K, float | None]:
@@ -391,9 +408,10 @@ class WorkQueue(Generic[K]):
         if causes is not None:
             self._taken[key] = causes.items_out()
         since = self._pending_since.pop(key, None)
-        if self._ready:
+        if self._ready and self._getters:
             self._available.notify()
-        self._changed()
+        if self._joiners:
+            self._changed()
         return key, None if since is None else max(0.0, now - since)
 
     def _promote(self, key: K) -> None:
@@ -414,5 +432,6 @@ class WorkQueue(Generic[K]):
         return not (self._dirty or self._processing or self._delayed)
 
     def _changed(self) -> None:
+        # Callers skip it unless `join` waits (`_joiners`): it runs at every change.
         if self._is_idle():
             self._idle.notify_all()

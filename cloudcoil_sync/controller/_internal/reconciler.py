@@ -274,7 +274,8 @@ class Reconciler(Generic[T]):
         echoes = self._echoes
         response = None
         if echoes is not None:
-            echoes.writing(key, snapshot.resource_version)
+            meta = snapshot.metadata  # not the model's property (Python code): per write
+            echoes.writing(key, None if meta is None else meta.resource_version)
         try:
             response = persist(
                 client,
@@ -358,7 +359,8 @@ class Reconciler(Generic[T]):
             return False
 
     def _remember_write(self, key: ResourceKey, snapshot: T, response: JSON) -> None:
-        version = snapshot.resource_version
+        meta = snapshot.metadata
+        version = None if meta is None else meta.resource_version
         written = (response.get("metadata") or {}).get("resourceVersion")
         if not version or written == version:
             return  # the server changed nothing: no newer version is coming
@@ -467,13 +469,15 @@ def _persist(
     if not operations:
         return None
     guards, changes = operations[:2], operations[2:]
-    name, namespace = snapshot.name or "", snapshot.namespace
+    meta = snapshot.metadata  # present: `diff` refuses a snapshot without it
+    assert meta is not None
+    name, namespace = meta.name or "", meta.namespace
     raw = client.raw
     if not status_subresource:
         return raw.json_patch(name, operations, namespace=namespace)
     main, status = split_status(changes)
     response: dict[str, Any] | None = None
-    version = snapshot.resource_version
+    version = meta.resource_version
     if main:
         response = raw.json_patch(name, guards + main, namespace=namespace)
         version = (response.get("metadata") or {}).get("resourceVersion") or version

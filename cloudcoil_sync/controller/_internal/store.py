@@ -115,14 +115,17 @@ class Store:
         key = object_key(obj)
         data = encode(obj)
         indexers = self._indexers
-        filed = self._file_values(obj, indexers)
+        # Most caches have no index: no calls then (a put runs per watch event).
+        filed = self._file_values(obj, indexers) if indexers else []
         with self._lock:
             if indexers is not self._indexers:  # an index was added meanwhile
                 filed = self._file_values(obj, self._indexers)
             old = self._objects.get(key)
-            self._unindex(key)
+            if key in self._filed:
+                self._unindex(key)
             self._objects[key] = data
-            self._index(key, filed)
+            if filed:
+                self._index(key, filed)
             return old
 
     def remove(self, key: ObjectKey) -> bytes | None:
@@ -144,7 +147,7 @@ class Store:
         for obj in objects:
             key = object_key(obj)
             fresh[key] = encode(obj)
-            filed[key] = self._file_values(obj, indexers)
+            filed[key] = self._file_values(obj, indexers) if indexers else []
         with self._lock:
             if indexers is not self._indexers:  # an index was added meanwhile
                 filed = {k: self._file_values(decode(d), self._indexers) for k, d in fresh.items()}
@@ -153,7 +156,8 @@ class Store:
             self._indexes = {name: {} for name in self._indexers}
             self._filed = {}
             for key, values in filed.items():
-                self._index(key, values)
+                if values:
+                    self._index(key, values)
             return old, fresh
 
     @staticmethod

@@ -45,7 +45,7 @@ class ResourceKey(tuple[str, "str | None", object]):
     @classmethod
     def from_resource(cls, obj: Resource | Mapping[str, Any]) -> ResourceKey:
         """Key of a model or of a plain JSON object (as informer stores keep them)."""
-        if isinstance(obj, Mapping):
+        if type(obj) is dict or isinstance(obj, Mapping):  # dict first: no ABC check
             metadata = obj.get("metadata") or {}
             name, namespace = metadata.get("name"), metadata.get("namespace")
         else:
