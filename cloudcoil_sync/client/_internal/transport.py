@@ -169,16 +169,11 @@ class Transport:
         )
         return cast(requests.Response, self._call(method, path, call))
 
-    def _call(self, method: str, path: str, call: _Call) -> _Reply:
-        if tracing.enabled():  # a span per request, under the pass's when one runs
-            return tracing.traced(method, path, lambda: self._fenced(method, path, call))
-        guard = gate.current()  # `_fenced` inline: a call less per request
-        if guard is None or method in gate.READ_METHODS:
-            return self._request(method, path, call)
-        with guard.write(method, path) as recheck:
-            return self._request(method, path, call, recheck)
-
-    def _fenced(self, method: str, path: str, call: _Call) -> _Reply:
+    def _call(self, method: str, path: str, call: _Call, traced: bool = False) -> _Reply:
+        """The request under this thread's write gate, if any; a client span when tracing
+        (`traced`: already inside its span)."""
+        if not traced and tracing.enabled():  # a span per request, under the pass's if any
+            return tracing.traced(method, path, lambda: self._call(method, path, call, True))
         guard = gate.current()  # the write gate installed on this thread, if any
         if guard is None or method in gate.READ_METHODS:
             return self._request(method, path, call)
