@@ -302,8 +302,17 @@ def test_many_keep_alive_clients_over_the_limit_are_all_answered(
     host_factory: Factory, client_context: ssl.SSLContext
 ) -> None:
     # The 200 keep-alive clients over a 64 limit, scaled down: every request gets
-    # an HTTP answer (200, or 503 with Retry-After), none a silent drop or a hang.
-    host = host_factory(max_connections=8, max_connections_per_client=8, max_rejecting=32)
+    # an HTTP answer (200, or 503 with Retry-After), none a silent drop or a hang. Nothing
+    # here is old enough to be evicted: a client thread starved for evictable_idle (1 s) on
+    # a loaded machine would be closed by design, and its next request lost in the race
+    # (test_the_longest_idle_keep_alive_connection_makes_room and test_connection_table).
+    host = host_factory(
+        max_connections=8,
+        max_connections_per_client=8,
+        max_rejecting=32,
+        evictable_silence=30.0,
+        evictable_idle=30.0,
+    )
     address, port = host.address
 
     def client(index: int) -> list[int]:

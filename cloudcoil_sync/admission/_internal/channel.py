@@ -284,12 +284,15 @@ class _Channel:
 
     def run(self) -> None:
         try:
+            connection = self.stream.connection
             while data := self.stream.receive(self._deadline()):
+                connection.busy = True  # its silence from here on is ours, not the client's
                 # Sending inside the turn too: a thread back from its send would otherwise
                 # race the holder for the GIL (p99 at 8 clients 8-10 ms instead of 4-5).
                 with self.server.turns.turn():
                     keep_open = self._received(data)
                     self.flush()
+                connection.busy = False
                 if not keep_open:
                     if self._linger:
                         self.stream.discard(time.monotonic() + _LINGER_SECONDS, _LINGER_BYTES)

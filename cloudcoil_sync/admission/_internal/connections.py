@@ -9,18 +9,24 @@ Who gives way: first a connection that has not completed its TLS handshake or it
 request (silent, handshaking or still receiving a request: it has not made progress for
 `evictable_silence`), the one waiting the longest; then one idle between requests (past
 `evictable_idle`), the longest idle. A connection whose request is complete (being answered)
-never does. Victims are taken from the newcomer's own address when it is at its share
-(`max_connections_per_client`); when the whole table is full, from the addresses that hold
-more connections than the newcomer's (the largest first), else from its own: so N addresses
-that fill the table cannot starve the N+1th, and the slow connections of one address cannot
-starve a client that makes progress from the same address.
+never does, nor one whose silence is the server's own lag: bytes it sent wait unread in the
+kernel, or its thread holds bytes it has not parsed yet (`busy`) — on a starved CPU a client
+that keeps pace would otherwise be closed for the server's delay. Victims are taken from the
+newcomer's own address when it is at its share (`max_connections_per_client`); when the
+whole table is full, from the addresses that hold more connections than the newcomer's (the
+largest first), else from its own: so N addresses that fill the table cannot starve the
+N+1th, and the slow connections of one address cannot starve a client that makes progress
+from the same address.
 """
 
 from __future__ import annotations
 
 import _socket
+import array
 import contextlib
+import fcntl
 import socket
+import termios
 import threading
 import time
 from dataclasses import dataclass, field
@@ -54,9 +60,24 @@ class Connection:
     since: float = field(default_factory=time.monotonic)
     closed: bool = False
     evicted: bool = False
+    busy: bool = False  # its thread holds received bytes it has not parsed yet
 
     def __post_init__(self) -> None:
         self.lock = threading.Lock()
+
+    def lagging(self) -> bool:
+        """Whether its silence is the server's: busy, or bytes wait unread in the kernel."""
+        if self.busy:
+            return True
+        unread = array.array("i", [0])
+        with self.lock:  # the fd stays this connection's while the lock is held
+            if self.closed:
+                return False
+            try:
+                fcntl.ioctl(self.client.fileno(), termios.FIONREAD, unread)
+            except (OSError, ValueError):
+                return False
+        return unread[0] > 0
 
     def enter(self, phase: str) -> None:
         """Record the connection's phase (a plain store: read by the accept thread).
@@ -151,12 +172,13 @@ class ConnectionTable:
         any_idle = False
         for group in groups:
             pending: Connection | None = None
-            for candidate in group:
-                phase, since = candidate.phase, candidate.since
+            for candidate in sorted(group, key=_since):
+                phase = candidate.phase
                 if phase in PENDING:
-                    if since <= pending_before and (pending is None or since < pending.since):
+                    if candidate.since <= pending_before and not candidate.lagging():
                         pending = candidate
-                elif phase == Phase.IDLE and since <= idle_before:
+                        break
+                elif phase == Phase.IDLE and candidate.since <= idle_before:
                     any_idle = True
             if pending is not None:
                 return pending
@@ -164,9 +186,16 @@ class ConnectionTable:
 
     @staticmethod
     def _oldest_idle(groups: list[set[Connection]], idle_before: float) -> Connection | None:
-        """The longest idle connection of the first group that has one past `idle_before`."""
+        """The longest idle connection of the first group that has one past `idle_before`
+        (and is not lagging)."""
         for group in groups:
-            idle = [c for c in group if c.phase == Phase.IDLE and c.since <= idle_before]
-            if idle:
-                return min(idle, key=lambda c: c.since)
+            for candidate in sorted(group, key=_since):
+                if candidate.since > idle_before:
+                    break
+                if candidate.phase == Phase.IDLE and not candidate.lagging():
+                    return candidate
         return None
+
+
+def _since(connection: Connection) -> float:
+    return connection.since
