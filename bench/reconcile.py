@@ -4,11 +4,12 @@ N labelled ConfigMaps are seeded in a fresh namespace of one emulator process; e
 then runs in its own child process (same worker count) and patches every object to
 ``data["managed-by"] = "cloudcoil"``:
 
-- cloudcoil: ``Application.run`` with one Controller whose ``def`` reconcile returns the
-  patched ConfigMap (one guarded patch per object), logging as the ``run`` command sets it up,
-  default settings: its ``Reconciled`` Events are deduplicated and rate-limited (burst 20,
-  then 5/s), so a few dozen POSTs per run; each object is reconciled twice (the second pass,
-  on the watch echo of its own write, finds nothing to change).
+- cloudcoil: the ``run`` command (``app.main()``, as ``python app.py run``: its logging, its
+  frozen start-up heap, stopped by SIGTERM) with one Controller whose ``def`` reconcile
+  returns the patched ConfigMap (one guarded patch per object), default settings: its
+  ``Reconciled`` Events are deduplicated and rate-limited (burst 20, then 5/s), so a few
+  dozen POSTs per run; each object is reconciled twice (the second pass, on the watch echo
+  of its own write, finds nothing to change).
 - kopf: ``kopf.run(standalone=True, namespaces=[ns])`` with one sync handler on
   create/resume/update (label selector) that sets ``patch["data"]``; Events posting off,
   progress in annotations (no ``status`` writes), ``max_workers`` = workers, logging as
@@ -106,15 +107,16 @@ def _started(stop: threading.Event, exit_at_eof: bool = False) -> None:
 
 
 def child_cloudcoil(namespace: str, workers: int) -> None:
-    from cloudcoil_sync._internal import logs
+    import signal
+
     from cloudcoil_sync.application import Application
+    from cloudcoil_sync.application._internal.cli import main
     from cloudcoil_sync.client import Config
 
     # isort: split
     # After cloudcoil_sync, as examples/settings_operator.py: the models build on first use.
     from cloudcoil.models.kubernetes.core.v1 import ConfigMap
 
-    logs.configure("INFO", "text")
     if os.environ.get("CC_BENCH_SWITCH"):  # an A/B knob: the GIL switch interval in seconds
         sys.setswitchinterval(float(os.environ["CC_BENCH_SWITCH"]))
     config = Config.from_kubeconfig(None, None, namespace=namespace)
@@ -131,7 +133,15 @@ def child_cloudcoil(namespace: str, workers: int) -> None:
 
     stop = threading.Event()
     _started(stop)
-    app.run(stop=stop)
+
+    def terminate() -> None:  # the driver's stop, as a Pod's: SIGTERM
+        stop.wait()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate, daemon=True).start()
+    # As `python app.py run` (app.main()): its logging, its frozen start-up heap, its
+    # signal handling; the run until SIGTERM.
+    main(app, ["run", "--log-level", "INFO", "--log-format", "text"])
     config.close()
 
 
