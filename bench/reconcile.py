@@ -31,6 +31,10 @@ included), peak RSS (VmHWM), API requests on the namespace, and event-to-reconci
 
     python bench/reconcile.py [--counts 1000,5000] [--large] [--workers 1,4,16] [--samples 200]
 
+The ratios compare the median runs; with repeats, the obj/s ratios against the floor and
+go-anchor are also given paired by round (each round's ratio, and their median): the
+contenders of one round run minutes apart, which shares more of this machine's drift.
+
 With several worker counts, every N runs with each (ratios compare the same N and workers);
 ``--large`` runs N=20000 with the first worker count only. N <= 2000 converges in about a
 second, where one run is mostly noise: such cells run 3 times (``--repeats``) in rotating
@@ -556,7 +560,9 @@ def bench(
                         result["loadavg_1m"] = round(os.getloadavg()[0], 2)
                         print(json.dumps(result), flush=True)
                         cell[name].append(result)
-                results.extend(median_run(cell[name]) for name in contenders)
+                chosen = {name: median_run(cell[name]) for name in contenders}
+                paired(cell, chosen)
+                results.extend(chosen.values())
     ratios(results)
     load.append(machine()["loadavg"])
     return {
@@ -592,6 +598,29 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
         chosen["converge_runs_s"] = [r["converge_s"] for r in runs]
         chosen["cpu_total_runs_s"] = [r["cpu_total_s"] for r in runs]
     return chosen
+
+
+def paired(cell: dict[str, list[dict[str, Any]]], chosen: dict[str, dict[str, Any]]) -> None:
+    """Each contender's obj/s over the floor's and go-anchor's of the same round, and the
+    median of those ratios (``objects_per_s_vs_floor_paired``, the rounds' in
+    ``..._rounds``). Two runs of one round are a minute or two apart; the median runs of two
+    contenders may come from different rounds, and this machine's speed drifts by ±20 %
+    from one minute to the next (bench/results-real.md): the paired ratio carries less of
+    that drift than the ratio of the median runs."""
+    for reference in ("floor", "go-anchor"):
+        ref = next((runs for name, runs in cell.items() if spec(name, 0)[0] == reference), None)
+        if ref is None or len(ref) < 2:
+            continue
+        key = f"objects_per_s_vs_{reference.replace('-', '_')}_paired"
+        for name, runs in cell.items():
+            if runs is ref or len(runs) != len(ref):
+                continue
+            rounds = [
+                round(r["objects_per_s"] / f["objects_per_s"], 2)
+                for r, f in zip(runs, ref, strict=True)
+            ]
+            chosen[name][key] = statistics.median(rounds)
+            chosen[name][f"{key}_rounds"] = rounds
 
 
 def growth(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -630,7 +659,8 @@ def table(results: list[dict[str, Any]]) -> str:
         "| N | workers | contender | first object s (from spawn) | converge s | obj/s"
         " | obj/s from spawn | CPU s"
         " | CPU ms/obj | peak RSS MB | RSS over imports MB | writes/obj | p50 ms | p99 ms"
-        " | obj/s vs floor | obj/s vs go-anchor | CPU vs floor | CPU vs go-anchor | CPU vs kopf"
+        " | obj/s vs floor [same-round median: rounds] | obj/s vs go-anchor [same-round]"
+        " | CPU vs floor | CPU vs go-anchor | CPU vs kopf"
         " | RSS vs go-anchor | RSS vs kopf | load |",
         "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
         "|---:|---:|---:|---:|---:|",
@@ -638,7 +668,11 @@ def table(results: list[dict[str, Any]]) -> str:
 
     def speed(r: dict[str, Any], other: str) -> str:
         ratio = r.get(f"converge_s_vs_{other}")
-        return str(round(1 / ratio, 2)) if ratio else ""
+        text = str(round(1 / ratio, 2)) if ratio else ""
+        rounds = r.get(f"objects_per_s_vs_{other}_paired_rounds")
+        if rounds:  # the median of the same-round ratios, then each round's
+            text += f" [{r[f'objects_per_s_vs_{other}_paired']}: {'/'.join(map(str, rounds))}]"
+        return text
 
     for r in sorted(results, key=lambda r: (r["count"], r["workers"])):
         lines.append(
