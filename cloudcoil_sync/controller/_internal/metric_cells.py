@@ -39,6 +39,7 @@ class CellFamily:
     a gauge, unless a subclass says otherwise."""
 
     kind = "gauge"
+    family_type: type[GaugeMetricFamily] | type[CounterMetricFamily] = GaugeMetricFamily
 
     def __init__(
         self,
@@ -55,6 +56,7 @@ class CellFamily:
         self.documentation = documentation
         self.labels = labels
         self.bounds = (*buckets, math.inf) if buckets and buckets[-1] != math.inf else buckets
+        self._les = _bucket_labels(self.bounds) if buckets else []  # a histogram's `le`s
         self._lock = threading.Lock()
         self._series: dict[tuple[str, ...], tuple[Cell, threading.Lock]] = {}
         registry.register(self)
@@ -83,7 +85,7 @@ class CellFamily:
         yield self._render(snapshot)
 
     def _render(self, series: Series) -> Metric:
-        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labels)
+        family = self.family_type(self.name, self.documentation, labels=self.labels)
         for values, cell in series:
             family.add_metric(values, cell[0])
         return family
@@ -97,30 +99,13 @@ class CellCounter(CellFamily):
     """A counter: one `_total` sample per series (the family is named without it)."""
 
     kind = "counter"
-
-    def _render(self, series: Series) -> Metric:
-        family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
-        for values, cell in series:
-            family.add_metric(values, cell[0])
-        return family
+    family_type = CounterMetricFamily
 
 
 class CellHistogram(CellFamily):
     """Cumulative `_bucket{le}` samples, then `_count` and `_sum`, per series."""
 
     kind = "histogram"
-
-    def __init__(
-        self,
-        name: str,
-        documentation: str,
-        labels: tuple[str, ...],
-        *,
-        buckets: tuple[float, ...] = (),
-        registry: CollectorRegistry,
-    ) -> None:
-        super().__init__(name, documentation, labels, buckets=buckets, registry=registry)
-        self._les = _bucket_labels(self.bounds)
 
     def _render(self, series: Series) -> Metric:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
