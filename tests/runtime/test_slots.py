@@ -78,7 +78,7 @@ def test_handlers_never_outnumber_workers(kube_config: Config, harness: Harness)
         api.create({"metadata": {"name": name}})
     assert calls.wait(lambda: all(calls[n] >= 1 for n in names))
     assert runtime.queue.join(10)
-    assert running["peak"] == 2  # eight pass threads, two handler slots
+    assert running["peak"] == 2  # twelve pass threads, two handler slots
     text = harness.metrics.render().decode()
     assert 'controller_runtime_active_workers{controller="paired"} 0.0' in text
     assert 'controller_runtime_max_concurrent_reconciles{controller="paired"} 2.0' in text
