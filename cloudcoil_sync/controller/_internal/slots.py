@@ -20,7 +20,7 @@ __all__ = ["MIN_PASS_THREADS", "HandlerSlots", "Slot", "pass_threads"]
 
 #: Passes in flight at least, whatever `workers` is. A real API server's CPU per write falls
 #: with writes in flight (etcd and the apiserver batch them): twelve beat eight in 8 of 8
-#: paired rounds and sixteen in 6 of 8 (bench/results-real.md, issue 45, eighth session).
+#: paired rounds and sixteen in 7 of 8 (bench/results-real.md, issue 45, eighth session).
 MIN_PASS_THREADS = 12
 
 
