@@ -127,7 +127,9 @@ def child_cloudcoil(namespace: str, workers: int) -> None:
     # --leader-election: as the seed's example runs (a Lease per run's namespace, none yet).
     leader = os.environ.get("CC_BENCH_LEADER") == "1"
     app = Application("bench", namespace=namespace, config=config, leader_election=leader)
-    options = {"workers": workers} if workers else {}  # 0: the framework's default
+    options: dict[str, Any] = {"workers": workers} if workers else {}  # 0: the default
+    if os.environ.get("CC_BENCH_EVENTS") == "0":  # an A/B knob: no Events posted
+        options["events"] = False
     configs = app.controller(ConfigMap, label_selector=f"{LABEL}=true", **options)
 
     @configs.reconcile()
