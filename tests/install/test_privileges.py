@@ -100,10 +100,10 @@ def test_run_works_under_the_generated_rbac_only(
     stop = threading.Event()
     failures: list[BaseException] = []
     with kube.config(namespace=NAMESPACE, token=token) as operator_config:
-        # The generated Lease rights, with a short lease so leading starts soon.
-        election = LeaderElection(
-            "gadgets", lease_duration=0.6, renew_deadline=0.4, retry_period=0.1
-        )
+        # The generated Lease rights. install created the Lease released, so leading starts at
+        # once with the default timings; a short renew deadline would only make the test lose
+        # leadership on a loaded machine (it did in CI: 0.4 s).
+        election = LeaderElection("gadgets")
         app = gadgets(
             None, config=operator_config, reconcile=label_reconciled, leader_election=election
         )
