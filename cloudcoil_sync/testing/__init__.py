@@ -48,7 +48,8 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
 - No graceful deletion for pods (deletionGracePeriodSeconds is always 0), no admission plugins
   (LimitRanger, quotas, service account token minting), no aggregated API servers, no
   field selectors beyond equality on simple paths. Answers are JSON only; protobuf request
-  bodies are decoded only for the kinds kubectl creates imperatively (``protobuf.py``).
+  bodies are decoded only for the kinds kubectl creates imperatively and for client-go's
+  leader-election Lease (``protobuf.py``).
 - Impersonation headers (user and groups) and SelfSubjectAccessReview are served from the
   same RBAC evaluation (``identity.py``).
 - Discovery lists the kinds of the client's REST table plus CRDs; verbs are the standard eight

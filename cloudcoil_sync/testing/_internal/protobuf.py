@@ -4,12 +4,14 @@ kubectl 1.32 sends ``application/vnd.kubernetes.protobuf`` bodies when it create
 objects with its typed clients: ``create namespace|configmap|secret|serviceaccount|role|
 rolebinding|clusterrole|clusterrolebinding|deployment|service|job|cronjob|priorityclass|quota|
 poddisruptionbudget|ingress``, ``create token`` (TokenRequest) and ``auth can-i``
-(SelfSubjectAccessReview). The body is ``k8s\\x00`` and a ``runtime.Unknown`` holding the
-apiVersion, kind and the object's message. Only the messages of those kinds are known
-(``protobuf_schemas.py``, checked by tests/kubectl); any other kind is a 415 naming the kinds
-that are. Go's encoder writes every non-pointer field, so empty strings,
-zeros, false and empty messages are dropped, as ``omitempty`` drops them in JSON; answers are
-always JSON (kubectl accepts it).
+(SelfSubjectAccessReview); client-go's leader election sends its Lease so (a compiled
+controller, configured as controller-runtime does). The body is ``k8s\\x00`` and a
+``runtime.Unknown`` holding the apiVersion, kind and the object's message. Only the messages of
+those kinds are known (``protobuf_schemas.py``, checked by tests/kubectl and the recorded
+bodies); any other kind is a 415 naming the kinds that are. Go's encoder writes every
+non-pointer field, so empty strings, zeros, false and empty messages are dropped, as
+``omitempty`` drops them in JSON; a pointer field is written when set, and kept. Answers are
+always JSON (client-go's typed clients accept it).
 """
 
 from __future__ import annotations
@@ -114,10 +116,12 @@ def _decode_fields(schema: Message, data: bytes) -> JSON:
             out.setdefault(name, []).append(_scalar(kind[2:], value))  # empty items are kept
         elif kind == "IntOrString":
             out[name] = _int_or_string(value)  # a pointer: present means set, even 0
+        elif kind.startswith("?"):
+            out[name] = _scalar(kind[1:], value)  # likewise
         else:
             decoded = _scalar(kind, value)
-            if kind == "Time":
-                decoded = _time(decoded)
+            if kind in ("Time", "MicroTime"):
+                decoded = _time(decoded, micro=kind == "MicroTime")
             if not name:
                 out.update(decoded)
             elif not _empty(decoded):
@@ -151,12 +155,15 @@ def _int_or_string(value: int | bytes) -> int | str:
     return number
 
 
-def _time(value: JSON) -> str | None:
-    seconds = value.get("seconds", 0)
-    if not seconds:
-        return None
+def _time(value: JSON, *, micro: bool) -> str | None:
+    """RFC 3339 in UTC as Go's JSON has it: whole seconds (Time) or six digits (MicroTime)."""
+    seconds, nanos = value.get("seconds", 0), value.get("nanos", 0)
+    if not seconds and not nanos:
+        return None  # Go's zero time: null in JSON
     when = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if not micro:
+        return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{when:%Y-%m-%dT%H:%M:%S}.{nanos // 1000:06d}Z"
 
 
 def decode(raw: bytes) -> JSON:

@@ -3,7 +3,8 @@
 Only the fields kubectl's imperative ``create`` commands fill are listed (others are skipped by
 the decoder). The numbers were read from bodies kubectl 1.32 sent (tests/testing/
 kubectl_protobuf/), matched against the JSON kubectl prints for the same command with
-``--dry-run=client -o json``.
+``--dry-run=client -o json``. The Lease is client-go 1.32's leader election (a compiled
+controller's), read from k8s.io/api's generated.proto and checked against recorded bodies.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ __all__ = ["KINDS", "MESSAGES", "Message"]
 
 # A field: (JSON name, type); a type is a scalar, a message name, "[]<type>" (repeated) or
 # "map" / "bytesmap" / "quantitymap" (map<string,string|bytes|Quantity>); "IntOrString" is
-# decoded to an int or a string and kept even when 0. A message with no JSON name is embedded:
-# its fields are the parent's.
+# decoded to an int or a string and kept even when 0, as is a "?<scalar>" (a Go pointer). A
+# message with no JSON name is embedded: its fields are the parent's.
 Message = dict[int, tuple[str, str]]
 
 MESSAGES: dict[str, Message] = {
     "Time": {1: ("seconds", "int"), 2: ("nanos", "int")},
+    "MicroTime": {1: ("seconds", "int"), 2: ("nanos", "int")},
     "OwnerReference": {
         1: ("kind", "string"),
         3: ("name", "string"),
@@ -151,6 +153,17 @@ MESSAGES: dict[str, Message] = {
         3: ("rules", "[]IngressRule"),
         4: ("ingressClassName", "string"),
     },
+    # client-go's leader election (LeaseLock) with protobuf, as controller-runtime sets it up;
+    # every field is a pointer ("?"): sent when set, even "" or 0 (a release sends both).
+    "LeaseSpec": {
+        1: ("holderIdentity", "?string"),
+        2: ("leaseDurationSeconds", "?int"),
+        3: ("acquireTime", "MicroTime"),
+        4: ("renewTime", "MicroTime"),
+        5: ("leaseTransitions", "?int"),
+        6: ("strategy", "?string"),
+        7: ("preferredHolder", "?string"),
+    },
 }
 _META = (1, ("metadata", "ObjectMeta"))
 # (apiVersion, kind) → the object's fields (status is never read from a request).
@@ -204,4 +217,5 @@ KINDS: dict[tuple[str, str], Message] = {
     ("v1", "ResourceQuota"): dict([_META, (2, ("spec", "ResourceQuotaSpec"))]),
     ("policy/v1", "PodDisruptionBudget"): dict([_META, (2, ("spec", "PodDisruptionBudgetSpec"))]),
     ("networking.k8s.io/v1", "Ingress"): dict([_META, (2, ("spec", "IngressSpec"))]),
+    ("coordination.k8s.io/v1", "Lease"): dict([_META, (2, ("spec", "LeaseSpec"))]),
 }
