@@ -63,6 +63,42 @@ def test_concurrent_patches_without_resource_version_all_apply(client: Client) -
     assert len(client.get(CM + "/many").json()["data"]) == 40
 
 
+def test_a_create_carrying_a_resource_version_is_refused_as_kube_apiserver_does(
+    client: Client,
+) -> None:
+    """kube-apiserver 1.32 (the kit's, 2026-12-07): its storage refuses a POST whose body keeps
+    the resourceVersion of an object it was copied from — a 500 with no reason — after every
+    other check; "0", "" and unparsable versions pass; a dry run skips that check and echoes
+    the version; an apply's create is not refused."""
+    copied = {**configmap("copied"), "metadata": {"name": "copied", "resourceVersion": "7"}}
+    refused = client.post(CM, copied)
+    assert refused.status_code == 500
+    assert refused.json() == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "resourceVersion should not be set on objects to be created",
+        "code": 500,
+    }
+    assert client.get(CM + "/copied").status_code == 404
+    dry = client.post(CM + "?dryRun=All", copied)
+    assert dry.status_code == 201 and dry.json()["metadata"]["resourceVersion"] == "7"
+    for index, version in enumerate(["0", "", "abc"]):
+        body = {**configmap(f"v{index}"), "metadata": {"name": f"v{index}"}}
+        body["metadata"]["resourceVersion"] = version
+        created = client.post(CM, body)
+        assert created.status_code == 201, (version, created.text)
+        assert created.json()["metadata"]["resourceVersion"] not in ("0", "", "abc")
+    applied = client.request(
+        "PATCH",
+        CM + "/copied?fieldManager=t",
+        json=copied,
+        headers={"Content-Type": "application/apply-patch+yaml"},
+    )
+    assert applied.status_code == 201, applied.text
+
+
 def test_resource_versions_increase_across_kinds(client: Client) -> None:
     a = client.post(CM, configmap("rv-a")).json()["metadata"]["resourceVersion"]
     b = client.post(DEPLOY, deployment("rv-b")).json()["metadata"]["resourceVersion"]

@@ -117,6 +117,7 @@ class Objects:
         self._validate(req, obj)
         meta = obj["metadata"]
         now = now_iso()
+        given = meta.get("resourceVersion") if managed is None else None  # a POST's
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
@@ -133,14 +134,26 @@ class Objects:
         prepare_for_create(rt, obj)
         if self.admission is not None:
             self.admission.validate("CREATE", req, obj, None)
+        return 201, self._store_new(req, obj, given)
+
+    def _store_new(self, req: Req, obj: JSON, given: Any) -> JSON:
+        """Store an admitted create; ``given`` is the resourceVersion a POST's body carried
+        (None for an apply's create), which storage refuses as kube-apiserver's does."""
+        rt = req.rt
         with self.store.lock:
             self._check_namespace(req)
+            if not req.dry_run and _version_set(given):  # before storage's existence check
+                raise st.ApiError(
+                    500, "", "resourceVersion should not be set on objects to be created"
+                )
             if self.store.get(rt.key, req.namespace, req.name) is not None:
                 raise st.already_exists(rt.plural, rt.group, req.name)
-            if req.dry_run:
-                return 201, obj
+            if req.dry_run:  # a dry run never reaches that check; it echoes the version
+                if given:
+                    obj["metadata"]["resourceVersion"] = given
+                return obj
             stored = self.store.put(rt.key, to_storage(rt, obj))
-        return 201, from_storage(rt, stored)
+        return from_storage(rt, stored)
 
     def update(self, req: Req, new: Any, old: JSON, apply_w: Writer | None = None) -> JSON:
         """Write ``new`` (the client's intended object) over stored ``old`` (storage form)."""
@@ -449,3 +462,9 @@ def _record_update(req: Req, new: JSON, view_old: JSON, apply_w: Writer | None) 
         )
     if not meta.get("managedFields"):
         meta.pop("managedFields", None)
+
+
+def _version_set(value: Any) -> bool:
+    """kube-apiserver's storage refuses a create carrying a resourceVersion it can parse as a
+    non-zero integer (500); "", "0" and unparsable ones pass."""
+    return isinstance(value, str) and value.isascii() and value.isdigit() and int(value) != 0
