@@ -1013,6 +1013,26 @@ def _policy_cases() -> list[Case]:
     ]
 
 
+def _copied_cases() -> list[Case]:
+    """Creates whose bodies kept the resourceVersion of the object they were copied from:
+    storage refuses a non-zero one (500), a dry run never reaches storage."""
+    cm = f"/api/v1/namespaces/{NS}/configmaps"
+
+    def configmap(name: str, version: str) -> JSON:
+        meta = {"name": name, "resourceVersion": version}
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}}
+
+    copied = _gadget("copied", name="ab")  # valid under the last schema the cases set
+    copied["metadata"]["resourceVersion"] = "7"
+    return [
+        _create("copied-rv-gadget", copied),
+        _create("copied-rv-gadget-dry-run", copied, query={"dryRun": "All"}),
+        _case("copied-rv-configmap", "POST", cm, configmap("copied-rv", "12")),
+        _case("copied-rv-zero-configmap", "POST", cm, configmap("copied-rv-zero", "0")),
+        _case("copied-rv-text-configmap", "POST", cm, configmap("copied-rv-text", "abc")),
+    ]
+
+
 def cases(widget_version: str = "v1alpha1") -> list[Case]:
     """Every case, in order; each names its request (method, path, body, ctype, query)."""
     out = [
@@ -1020,7 +1040,7 @@ def cases(widget_version: str = "v1alpha1") -> list[Case]:
         for i, (name, spec) in enumerate(_invalid_specs())
     ]
     out += _valid_creates() + _updates() + _applies() + _cel_cases()
-    out += _widget_cases(widget_version) + _crd_cases() + _policy_cases()
+    out += _widget_cases(widget_version) + _crd_cases() + _policy_cases() + _copied_cases()
     for case in out:
         case.setdefault("ctype", "application/json")
         case.setdefault("query", {})
