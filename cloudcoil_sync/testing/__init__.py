@@ -21,8 +21,11 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   a CRD with ``conversion.strategy: Webhook`` has its conversion webhook called over HTTPS
   (one object per ConversionReview, for lists too); with ``None`` only the apiVersion
   changes.
-- Validation covers names (RFC 1123 subdomain, namespace labels), required ``eventTime`` for
-  events.k8s.io Events, CRD naming; built-in kinds get no defaulting except Deployment/Pod
+- Validation covers ObjectMeta on every kind as kube-apiserver 1.32 does (``object_meta.py``:
+  names and generateName, label keys and values, annotation keys and total size, owner
+  references, finalizer names), ConfigMap keys, required ``eventTime`` for
+  events.k8s.io Events, CRD naming; a create carrying a resourceVersion is refused (500);
+  built-in kinds get no defaulting except Deployment/Pod
   specs, Namespaces and CRDs. Custom resources are pruned, defaulted and validated against
   their CRD's structural schema as kube-apiserver 1.32 does (``custom.py``: unknown-field
   warnings and strict errors, types, formats, bounds, patterns, enums, list types, ``/scale``

@@ -1033,6 +1033,63 @@ def _copied_cases() -> list[Case]:
     ]
 
 
+def _meta_cases(cm: str) -> list[Case]:
+    """ObjectMeta rules (labels, annotations, finalizers, owner references, names) and a
+    ConfigMap's keys, on a built-in kind and on a custom resource."""
+    managed = [
+        {
+            "manager": "someone",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": "2024-01-01T00:00:00Z",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {"f:k": {}}},
+        }
+    ]
+
+    def body(name: str, data: JSON | None = None, **meta: Any) -> JSON:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, **meta} if name else meta,
+            "data": {"k": "v"} if data is None else data,
+        }
+
+    def post(name: str, obj: JSON) -> Case:  # dry runs: a finalizer kept would hold fid39
+        return _case(f"meta-{name}", "POST", cm, obj, query={"dryRun": "All"})
+
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "1"}
+    gadget = _gadget("meta-gadget", name="ab")
+    gadget["metadata"].update(labels={"a": "v" * 64}, finalizers=["plain", "bad finalizer"])
+    plain = _gadget("meta-gadget-plain", name="ab")
+    plain["metadata"]["finalizers"] = ["plain", "example.com/ok"]
+    return [
+        post("managed-fields", body("m-mf", managedFields=managed)),
+        post("system-fields", body("m-uid", uid="1234", creationTimestamp="2020-01-01T00:00:00Z")),
+        post("deletion-fields", body("m-del", deletionTimestamp="2020-01-01T00:00:00Z")),
+        post("label-key", body("m-l1", labels={"a/b/c": "x", "Bad_Prefix/x": "y"})),
+        post("label-key-long", body("m-l2", labels={"x" * 64: "x"})),
+        post("label-key-empty", body("m-l3", labels={"": "x"})),
+        post("label-value", body("m-l4", labels={"a": "v" * 64, "b": "bad value!"})),
+        post("label-ok", body("m-l5", labels={"example.com/a": "", "b": "A.b-c_d"})),
+        post("annotation-key", body("m-a1", annotations={"a b": "x", "Upper/Case": "ok"})),
+        post("annotation-size", body("m-a2", annotations={"a": "x" * 262200})),
+        post("finalizer-bad", body("m-f1", finalizers=["bad finalizer"])),
+        post("finalizer-unqualified", body("m-f2", finalizers=["myfinalizer"])),
+        post("finalizer-standard", body("m-f3", finalizers=["orphan", "a.io/x", "a.io/x"])),
+        post("owner-empty", body("m-o1", ownerReferences=[{}])),
+        post("owner-version", body("m-o2", ownerReferences=[{**owner, "apiVersion": "a/b/c"}])),
+        post("owner-no-uid", body("m-o3", ownerReferences=[{**owner, "uid": ""}])),
+        post("name-long", body("a" * 254)),
+        post("name-dots", body("a" * 64 + ".b")),
+        post("generate-name-dash", body("", generateName="ok-")),
+        post("data-key", body("m-d1", {"bad key": "v", "..": "w", "..x": "y", "ok": "z"})),
+        post("binary-overlap", {**body("m-d2"), "binaryData": {"k": "dg==", "b": "dg=="}}),
+        _create("meta-gadget", gadget, query={"dryRun": "All"}),
+        _create("meta-gadget-finalizer", plain, query={"dryRun": "All"}),
+    ]
+
+
 def cases(widget_version: str = "v1alpha1") -> list[Case]:
     """Every case, in order; each names its request (method, path, body, ctype, query)."""
     out = [
@@ -1041,6 +1098,7 @@ def cases(widget_version: str = "v1alpha1") -> list[Case]:
     ]
     out += _valid_creates() + _updates() + _applies() + _cel_cases()
     out += _widget_cases(widget_version) + _crd_cases() + _policy_cases() + _copied_cases()
+    out += _meta_cases(f"/api/v1/namespaces/{NS}/configmaps")
     for case in out:
         case.setdefault("ctype", "application/json")
         case.setdefault("query", {})

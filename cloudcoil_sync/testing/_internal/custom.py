@@ -17,9 +17,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from cloudcoil_sync._internal.names import is_dns_subdomain
 from cloudcoil_sync.testing._internal import status as st
 from cloudcoil_sync.testing._internal.cel_rules import CelUnavailable, CompiledRules, compile_rules
+from cloudcoil_sync.testing._internal.object_meta import finalizer_warnings, meta_causes
 from cloudcoil_sync.testing._internal.pruning import apply_schema_defaults, prune, unknown_fields
 from cloudcoil_sync.testing._internal.ratcheting import ratchet
 from cloudcoil_sync.testing._internal.request import Req
@@ -37,11 +37,6 @@ __all__ = ["CustomResources", "CustomType", "at", "scale_paths"]
 
 JSON = dict[str, Any]
 _CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
-_SUBDOMAIN = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
-    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
 # Causes after which kube-apiserver evaluates no CEL rule (apiextensions' hasBlockingErr).
 _BLOCKING = frozenset(
     {
@@ -167,6 +162,9 @@ class CustomResources:
         if causes:
             name = (obj.get("metadata") or {}).get("name", "")
             raise invalid(custom.kind, custom.group, name, causes)
+        if req.subresource != "status":
+            for text in finalizer_warnings(obj.get("metadata") or {}, (old or {}).get("metadata")):
+                req.warn(text)
 
     def crd_causes(self, crd: JSON) -> list[Cause]:
         """What kube-apiserver refuses in a CRD's CEL rules (compilation, reasons)."""
@@ -242,22 +240,7 @@ def _root_view(obj: JSON) -> JSON:
 
 
 def _metadata_causes(meta: JSON) -> list[Cause]:
-    causes: list[Cause] = []
-    prefix = meta.get("generateName")
-    if prefix and not is_dns_subdomain(prefix.rstrip("-") or "a", label_limit=False):
-        message = f"Invalid value: {json.dumps(prefix)}: {_SUBDOMAIN}"
-        causes.append(("FieldValueInvalid", "metadata.generateName", message))
-    name = meta.get("name") or ""
-    if not name:
-        message = "Required value: name or generateName is required"
-        causes.append(("FieldValueRequired", "metadata.name", message))
-    elif len(name) > 253:
-        message = f"Invalid value: {json.dumps(name)}: must be no more than 253 characters"
-        causes.append(("FieldValueInvalid", "metadata.name", message))
-    elif not is_dns_subdomain(name, label_limit=False):
-        message = f"Invalid value: {json.dumps(name)}: {_SUBDOMAIN}"
-        causes.append(("FieldValueInvalid", "metadata.name", message))
-    return causes
+    return meta_causes(meta, builtin=False)
 
 
 def _scale_causes(scale: JSON | None, obj: JSON) -> list[Cause]:

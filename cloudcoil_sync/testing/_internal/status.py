@@ -104,8 +104,10 @@ def conflict(plural: str, group: str, name: str) -> ApiError:
 
 
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
-    """``causes`` are (reason, field, message) triples, as kube-apiserver reports them."""
-    text = ", ".join(f"{field}: {message}" for _, field, message in causes)
+    """``causes`` are (reason, field, message) triples, as kube-apiserver reports them; its
+    message lists them as Go's aggregate error does (bracketed when several, no repeats)."""
+    texts = list(dict.fromkeys(f"{field}: {message}" for _, field, message in causes))
+    text = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     details = _details(name, group, kind)
     details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
     return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {text}', details)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from cloudcoil_sync._internal.names import is_dns_label, is_dns_subdomain
+from cloudcoil_sync.testing._internal.object_meta import Cause, config_key_messages, meta_causes
 from cloudcoil_sync.testing._internal.resources import ResourceType
 from cloudcoil_sync.testing._internal.status import ApiError, invalid
 
@@ -19,45 +20,29 @@ __all__ = [
 
 JSON = dict[str, Any]
 
-_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
-    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
-_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
-    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
-    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
-
 
 def validate(rt: ResourceType, obj: JSON, api_group: str) -> None:
     """Raise 422 Invalid for the rules kube-apiserver enforces that operators trip over."""
     meta = obj.get("metadata") or {}
     name = meta.get("name") or ""
-    causes: list[tuple[str, str, str]] = []
-    if not name:
-        causes.append(
-            (
-                "FieldValueRequired",
-                "metadata.name",
-                "Required value: name or generateName is required",
-            )
-        )
-    elif rt.plural == "namespaces":
-        if not is_dns_label(name):
-            causes.append(
-                ("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_LABEL_MSG}')
-            )
-    elif rt.group == "rbac.authorization.k8s.io":  # path-segment names: "system:x" is valid
+    rbac = rt.group == "rbac.authorization.k8s.io"  # path-segment names: "system:x" is valid
+    kind_names = "label" if rt.plural == "namespaces" else "path" if rbac else "subdomain"
+    # apiextensions validates metadata with apimachinery's rules only (its CRD cleanup
+    # finalizer has no '/'); the kinds of k8s.io/kubernetes add core's finalizer rule.
+    core = rt.group != "apiextensions.k8s.io"
+    causes = meta_causes(meta, names=kind_names, builtin=core)
+    if rbac:
         bad = next((s for s in ("/", "%") if s in name), None)
-        if name in (".", "..") or bad:
+        if not name:
+            message = "Required value: name or generateName is required"
+            causes.insert(0, ("FieldValueRequired", "metadata.name", message))
+        elif name in (".", "..") or bad:
             why = f"may not contain '{bad}'" if bad else f"may not be '{name}'"
-            causes.append(("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {why}'))
-    elif not is_dns_subdomain(name, label_limit=False):
-        causes.append(
-            ("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_SUBDOMAIN_MSG}')
-        )
+            causes.insert(
+                0, ("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {why}')
+            )
+    if rt.kind == "ConfigMap" and rt.group == "":
+        causes += _config_map_causes(obj)
     if api_group == "events.k8s.io" and rt.kind == "Event" and not obj.get("eventTime"):
         causes.append(("FieldValueRequired", "eventTime", "Required value"))
     if rt.kind == "CustomResourceDefinition":
@@ -214,3 +199,22 @@ def check_kind(rt: ResourceType, obj: JSON) -> None:
             f"the body of the request was in an unknown format - accepted media types include: "
             f"application/json, application/yaml (kind {kind!r} does not match {rt.kind!r})",
         )
+
+
+def _config_map_causes(obj: JSON) -> list[Cause]:
+    """ValidateConfigMap: data and binaryData keys, and no key in both."""
+    causes: list[Cause] = []
+    data, binary = obj.get("data") or {}, obj.get("binaryData") or {}
+    for where, keys in (("data", data), ("binaryData", binary)):
+        for key in keys:
+            field = f"{where}[{key}]"
+            for message in config_key_messages(key):
+                causes.append(
+                    ("FieldValueInvalid", field, f"Invalid value: {json.dumps(key)}: {message}")
+                )
+            if where == "data" and key in binary:
+                message = (
+                    f"Invalid value: {json.dumps(key)}: duplicate of key present in binaryData"
+                )
+                causes.append(("FieldValueInvalid", field, message))
+    return causes

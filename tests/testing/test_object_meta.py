@@ -1,0 +1,76 @@
+"""ObjectMeta rules beyond the recorded differential cases (tests/recordings/fidelity): what
+carries a random or Go-only value there, updates, and custom resources' finalizer warning."""
+
+from __future__ import annotations
+
+from .conftest import Client, configmap
+from .test_gc import CRDS, WIDGETS, crd
+
+CM = "/api/v1/namespaces/default/configmaps"
+SUBDOMAIN_END = "(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+
+
+def test_a_bad_generate_name_is_named_before_the_name_made_from_it(client: Client) -> None:
+    answer = client.post(
+        CM, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "Bad_"}}
+    )
+    assert answer.status_code == 422
+    causes = answer.json()["details"]["causes"]
+    assert [c["field"] for c in causes] == ["metadata.generateName", "metadata.name"]
+    assert causes[0]["message"].startswith('Invalid value: "Bad_": a lowercase RFC 1123 subdomain')
+    assert causes[1]["message"].endswith(SUBDOMAIN_END)
+    assert answer.json()["message"].count("metadata.") == 2  # bracketed, both listed
+    dash = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "ok-"}}
+    assert client.post(CM, dash).status_code == 201  # the trailing '-' is masked as Go does
+
+
+def test_two_controller_owners_are_refused(client: Client) -> None:
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "uid": "1", "controller": True}
+    body = configmap("owned")
+    body["metadata"]["ownerReferences"] = [
+        {**owner, "name": "x"},
+        {**owner, "name": "y", "uid": "2"},
+    ]
+    answer = client.post(CM, body)
+    assert answer.status_code == 422
+    (cause,) = answer.json()["details"]["causes"]
+    assert cause["field"] == "metadata.ownerReferences"
+    assert cause["message"].startswith("Invalid value: []v1.OwnerReference{v1.OwnerReference{")
+    assert cause["message"].endswith(
+        'Only one reference can have Controller set to true. Found "true" in references for '
+        "ConfigMap/x and ConfigMap/y"
+    )
+
+
+def test_an_update_is_held_to_the_same_rules(client: Client) -> None:
+    created = client.post(CM, configmap("kept", k="v")).json()
+    created["metadata"]["labels"] = {"hash": "f" * 64}  # a digest as a label value: too long
+    answer = client.put(CM + "/kept", created)
+    assert answer.status_code == 422
+    assert answer.json()["message"].endswith(": must be no more than 63 characters")
+    patched = client.request(
+        "PATCH",
+        CM + "/kept",
+        json={"metadata": {"finalizers": ["cleanup"]}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert patched.status_code == 422
+    assert "name is neither a standard finalizer name nor is it fully qualified" in patched.text
+    assert client.get(CM + "/kept").json()["metadata"].get("finalizers") is None
+
+
+def test_a_custom_resource_gets_a_warning_for_an_unqualified_finalizer(client: Client) -> None:
+    assert client.post(CRDS, crd()).status_code == 201
+    assert client.emulator.wait_for(lambda: client.get(WIDGETS).status_code == 200)
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    widget["metadata"]["finalizers"] = ["cleanup", "orphan", "example.com/ok"]
+    created = client.post(WIDGETS, widget)
+    assert created.status_code == 201
+    assert created.headers["Warning"] == (
+        '299 - "metadata.finalizers: \\"cleanup\\": prefer a domain-qualified finalizer name to '
+        'avoid accidental conflicts with other finalizer writers"'
+    )
+    again = client.put(WIDGETS + "/w", created.json())  # already there: no warning again
+    assert again.status_code == 200 and "Warning" not in again.headers
+    bad = {**widget, "metadata": {"name": "w2", "labels": {"a/b/c": "x"}}}
+    assert client.post(WIDGETS, bad).status_code == 422
