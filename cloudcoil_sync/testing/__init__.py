@@ -23,8 +23,10 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   changes.
 - Validation covers ObjectMeta on every kind as kube-apiserver 1.32 does (``object_meta.py``:
   names and generateName, label keys and values, annotation keys and total size, owner
-  references, finalizer names), ConfigMap keys, required ``eventTime`` for
-  events.k8s.io Events, CRD naming; a create carrying a resourceVersion is refused (500);
+  references, finalizer names), ConfigMap and Secret keys (a Secret's ``stringData`` is
+  merged into ``data`` and dropped, its type defaults to Opaque, a TLS Secret needs its two
+  keys), required ``eventTime`` for events.k8s.io Events, CRD naming; a create carrying a
+  resourceVersion is refused (500);
   built-in kinds get no defaulting except Deployment/Pod
   specs, Namespaces and CRDs. Custom resources are pruned, defaulted and validated against
   their CRD's structural schema as kube-apiserver 1.32 does (``custom.py``: unknown-field

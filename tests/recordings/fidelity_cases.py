@@ -1085,8 +1085,31 @@ def _meta_cases(cm: str) -> list[Case]:
         post("generate-name-dash", body("", generateName="ok-")),
         post("data-key", body("m-d1", {"bad key": "v", "..": "w", "..x": "y", "ok": "z"})),
         post("binary-overlap", {**body("m-d2"), "binaryData": {"k": "dg==", "b": "dg=="}}),
+        *_secret_cases(cm.replace("configmaps", "secrets")),
         _create("meta-gadget", gadget, query={"dryRun": "All"}),
         _create("meta-gadget-finalizer", plain, query={"dryRun": "All"}),
+    ]
+
+
+def _secret_cases(path: str) -> list[Case]:
+    """stringData merged into data (and dropped), the default type, keys, a TLS Secret's keys."""
+
+    def secret(name: str, **fields: Any) -> JSON:
+        return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, **fields}
+
+    def post(name: str, obj: JSON) -> Case:
+        return _case(f"secret-{name}", "POST", path, obj, query={"dryRun": "All"})
+
+    return [
+        post("string-data", secret("s1", data={"user": "YWRtaW4="}, stringData={"user": "root"})),
+        post("empty-type", secret("s2", type="", stringData={"a": ""})),
+        post("keys", secret("s3", data={"bad/key": "YQ==", "..": "YQ=="}, stringData={"a b": "x"})),
+        post("tls-missing", secret("s4", type="kubernetes.io/tls", data={})),
+        post(
+            "tls",
+            secret("s5", type="kubernetes.io/tls", stringData={"tls.crt": "x", "tls.key": "y"}),
+        ),
+        post("too-large", secret("s6", stringData={"a": "x" * 1048577})),
     ]
 
 

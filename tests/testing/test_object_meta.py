@@ -74,3 +74,39 @@ def test_a_custom_resource_gets_a_warning_for_an_unqualified_finalizer(client: C
     assert again.status_code == 200 and "Warning" not in again.headers
     bad = {**widget, "metadata": {"name": "w2", "labels": {"a/b/c": "x"}}}
     assert client.post(WIDGETS, bad).status_code == 422
+
+
+SECRETS = "/api/v1/namespaces/default/secrets"
+
+
+def test_secret_string_data_is_merged_into_data_on_every_write(client: Client) -> None:
+    body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"}}
+    created = client.post(SECRETS, {**body, "stringData": {"password": "hunter2"}}).json()
+    assert created["data"] == {"password": "aHVudGVyMg=="} and created["type"] == "Opaque"
+    assert "stringData" not in created
+    stored = client.get(SECRETS + "/creds").json()
+    assert stored["data"] == {"password": "aHVudGVyMg=="} and "stringData" not in stored
+    patched = client.request(
+        "PATCH",
+        SECRETS + "/creds",
+        json={"stringData": {"user": "root", "password": "new"}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    ).json()
+    assert patched["data"] == {"password": "bmV3", "user": "cm9vdA=="}
+    assert "stringData" not in patched
+    managed = patched["metadata"]["managedFields"]
+    assert all("f:stringData" not in entry["fieldsV1"] for entry in managed)
+
+
+def test_a_tls_secret_needs_its_keys_and_is_warned_without_pem(client: Client) -> None:
+    tls = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls"}
+    missing = client.post(SECRETS, {**tls, "metadata": {"name": "t1"}, "data": {}})
+    assert missing.status_code == 422
+    fields = [c["field"] for c in missing.json()["details"]["causes"]]
+    assert fields == ["data[tls.crt]", "data[tls.key]"]
+    junk = {"tls.crt": "x", "tls.key": "y"}
+    warned = client.post(SECRETS, {**tls, "metadata": {"name": "t2"}, "stringData": junk})
+    assert warned.status_code == 201
+    assert warned.headers["Warning"] == (
+        '299 - "tls: failed to find any PEM data in certificate input"'
+    )

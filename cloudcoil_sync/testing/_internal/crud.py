@@ -27,6 +27,7 @@ from cloudcoil_sync.testing._internal.validation import (
     prepare_for_create,
     to_storage,
     validate,
+    write_warnings,
 )
 
 __all__ = ["Objects", "Req", "now_iso"]
@@ -210,6 +211,8 @@ class Objects:
             self.custom.validate(req, obj, old)
             return
         validate(req.rt, obj, req.rt.group)
+        for text in write_warnings(req.rt, obj):
+            req.warn(text)
         if req.rt.kind == "CustomResourceDefinition" and req.subresource != "status":
             if old is not None:
                 note_storage_version(obj)

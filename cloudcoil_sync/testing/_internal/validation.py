@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 from typing import Any
 
@@ -16,9 +18,11 @@ __all__ = [
     "prepare_for_create",
     "to_storage",
     "validate",
+    "write_warnings",
 ]
 
 JSON = dict[str, Any]
+_SECRET_LIMIT = 1048576
 
 
 def validate(rt: ResourceType, obj: JSON, api_group: str) -> None:
@@ -43,6 +47,8 @@ def validate(rt: ResourceType, obj: JSON, api_group: str) -> None:
             )
     if rt.kind == "ConfigMap" and rt.group == "":
         causes += _config_map_causes(obj)
+    elif rt.kind == "Secret" and rt.group == "":
+        causes += _secret_causes(obj)
     if api_group == "events.k8s.io" and rt.kind == "Event" and not obj.get("eventTime"):
         causes.append(("FieldValueRequired", "eventTime", "Required value"))
     if rt.kind == "CustomResourceDefinition":
@@ -105,6 +111,8 @@ def apply_defaults(rt: ResourceType, obj: JSON, creating: bool) -> None:
     # Typed maps kube-apiserver encodes with omitempty: an empty one is not stored.
     if isinstance(obj.get("metadata"), dict):
         _drop_empty(obj["metadata"], ("labels", "annotations"))
+    if kind == "Secret" and rt.group == "":
+        _secret_defaults(obj)
     if kind in ("ConfigMap", "Secret") and rt.group == "":
         _drop_empty(obj, ("data", "binaryData", "stringData"))
     if kind in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet") and rt.group == "apps":
@@ -218,3 +226,52 @@ def _config_map_causes(obj: JSON) -> list[Cause]:
                 )
                 causes.append(("FieldValueInvalid", field, message))
     return causes
+
+
+def _secret_defaults(obj: JSON) -> None:
+    """stringData is write-only: merged into data (winning over a key in both) and dropped;
+    an empty type is Opaque."""
+    strings = obj.pop("stringData", None)
+    if isinstance(strings, dict) and strings:
+        data = obj.get("data")
+        data = data if isinstance(data, dict) else {}
+        obj["data"] = {
+            **data,
+            **{k: base64.b64encode(str(v).encode()).decode() for k, v in strings.items()},
+        }
+    if not obj.get("type"):
+        obj["type"] = "Opaque"
+
+
+def _secret_causes(obj: JSON) -> list[Cause]:
+    """ValidateSecret: keys, the 1 MiB limit, and the keys a TLS Secret must have."""
+    causes: list[Cause] = []
+    data = obj.get("data") or {}
+    size = 0
+    for key, value in data.items():
+        for message in config_key_messages(key):
+            text = f"Invalid value: {json.dumps(key)}: {message}"
+            causes.append(("FieldValueInvalid", f"data[{key}]", text))
+        with contextlib.suppress(ValueError, TypeError):
+            size += len(base64.b64decode(str(value or ""), validate=True))
+    if size > _SECRET_LIMIT:
+        message = f"Too long: may not be more than {_SECRET_LIMIT} bytes"
+        causes.append(("FieldValueTooLong", "data", message))
+    if obj.get("type") == "kubernetes.io/tls":
+        for key in ("tls.crt", "tls.key"):
+            if key not in data:
+                causes.append(("FieldValueRequired", f"data[{key}]", "Required value"))
+    return causes
+
+
+def write_warnings(rt: ResourceType, obj: JSON) -> list[str]:
+    """What kube-apiserver accepts with a warning: a TLS Secret whose data holds no PEM
+    (Go's tls.X509KeyPair error; a pair that does not match is not checked here)."""
+    if rt.kind != "Secret" or rt.group != "" or obj.get("type") != "kubernetes.io/tls":
+        return []
+    data = obj.get("data") or {}
+    for key, what in (("tls.crt", "certificate"), ("tls.key", "key")):
+        with contextlib.suppress(ValueError, TypeError):
+            if b"-----BEGIN" not in base64.b64decode(str(data.get(key) or ""), validate=True):
+                return [f"tls: failed to find any PEM data in {what} input"]
+    return []
