@@ -1086,6 +1086,7 @@ def _meta_cases(cm: str) -> list[Case]:
         post("data-key", body("m-d1", {"bad key": "v", "..": "w", "..x": "y", "ok": "z"})),
         post("binary-overlap", {**body("m-d2"), "binaryData": {"k": "dg==", "b": "dg=="}}),
         *_secret_cases(cm.replace("configmaps", "secrets")),
+        *_deployment_cases(f"/apis/apps/v1/namespaces/{NS}/deployments"),
         _create("meta-gadget", gadget, query={"dryRun": "All"}),
         _create("meta-gadget-finalizer", plain, query={"dryRun": "All"}),
     ]
@@ -1110,6 +1111,37 @@ def _secret_cases(path: str) -> list[Case]:
             secret("s5", type="kubernetes.io/tls", stringData={"tls.crt": "x", "tls.key": "y"}),
         ),
         post("too-large", secret("s6", stringData={"a": "x" * 1048577})),
+    ]
+
+
+def _deployment_cases(path: str) -> list[Case]:
+    """Replicas, the selector against the template's labels, containers' names and images."""
+
+    def deployment(name: str, selector: Any, labels: Any, **pod: Any) -> JSON:
+        spec: JSON = {"replicas": pod.pop("replicas", 1)}
+        if selector is not None:
+            spec["selector"] = selector
+        meta = {} if labels is None else {"labels": labels}
+        containers = pod.pop("containers", [{"name": "c", "image": "i"}])
+        spec["template"] = {"metadata": meta, "spec": {"containers": containers, **pod}}
+        body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}}
+        return {**body, "spec": spec}
+
+    def post(name: str, obj: JSON) -> Case:
+        return _case(f"deployment-{name}", "POST", path, obj, query={"dryRun": "All"})
+
+    app = {"matchLabels": {"app": "a"}}
+    bad = [{"name": "Bad_Name"}, {"name": "Bad_Name", "image": "i"}, {"image": "j"}]
+    expression = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["b"]}]}
+    return [
+        post("ok", deployment("d0", app, {"app": "a", "tier": "web"})),
+        post("mismatch", deployment("d1", {"matchLabels": {"app": "a", "z": "1"}}, {"app": "b"})),
+        post("containers", deployment("d2", app, {"app": "a"}, replicas=-1, containers=bad)),
+        post("no-containers", deployment("d3", app, {"app": "a"}, containers=[])),
+        post("no-selector", deployment("d4", None, {"app": "a"})),
+        post("restart-policy", deployment("d5", app, {"app": "a"}, restartPolicy="Never")),
+        post("expression", deployment("d6", expression, {"app": "a"})),
+        post("no-labels", deployment("d7", app, None)),
     ]
 
 

@@ -110,3 +110,35 @@ def test_a_tls_secret_needs_its_keys_and_is_warned_without_pem(client: Client) -
     assert warned.headers["Warning"] == (
         '299 - "tls: failed to find any PEM data in certificate input"'
     )
+
+
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+
+
+def test_a_deployment_update_that_unmatches_its_selector_is_refused(client: Client) -> None:
+    labels = {"app": "web"}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]},
+            },
+        },
+    }
+    created = client.post(DEPLOYMENTS, deployment)
+    assert created.status_code == 201, created.text
+    refused = client.request(  # a patch: the emulator's controllers may have moved status
+        "PATCH",
+        DEPLOYMENTS + "/web",
+        json={"spec": {"template": {"metadata": {"labels": {"app": "api"}}}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert refused.status_code == 422
+    assert refused.json()["message"] == (
+        'Deployment.apps "web" is invalid: spec.template.metadata.labels: Invalid value: '
+        'map[string]string{"app":"api"}: `selector` does not match template `labels`'
+    )

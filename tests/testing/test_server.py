@@ -124,7 +124,13 @@ def test_create_object_helper(kube_emulator: Emulator) -> None:
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": {"name": "d"},
-            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i:1"}]}}},
+            "spec": {
+                "selector": {"matchLabels": {"app": "d"}},
+                "template": {
+                    "metadata": {"labels": {"app": "d"}},
+                    "spec": {"containers": [{"name": "c", "image": "i:1"}]},
+                },
+            },
         }
     )
     assert created["metadata"]["generation"] == 1

@@ -19,6 +19,7 @@ __all__ = [
     "Cause",
     "config_key_messages",
     "finalizer_warnings",
+    "label_messages",
     "meta_causes",
     "subdomain",
 ]
@@ -72,7 +73,8 @@ def subdomain(value: str) -> list[str]:
     return out + ([] if _SUBDOMAIN_RE.fullmatch(value) else [SUBDOMAIN])
 
 
-def _label(value: str) -> list[str]:
+def label_messages(value: str) -> list[str]:
+    """IsDNS1123Label's messages (none: valid)."""
     out = [_too_long(63)] if len(value) > 63 else []
     return out + ([] if _LABEL_RE.fullmatch(value) else [LABEL])
 
@@ -202,7 +204,7 @@ def meta_causes(meta: JSON, *, names: str = "subdomain", builtin: bool = True) -
     finalizer is standard or has a '/' (custom resources and CRDs go without it)."""
     causes: list[Cause] = []
     if names != "path":
-        causes += _name_causes(meta, _label if names == "label" else subdomain)
+        causes += _name_causes(meta, label_messages if names == "label" else subdomain)
     causes += _label_causes(meta.get("labels"))
     causes += _annotation_causes(meta.get("annotations"))
     causes += _owner_causes(meta.get("ownerReferences"))

@@ -110,7 +110,8 @@ def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]
     text = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     details = _details(name, group, kind)
     details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
-    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {text}', details)
+    qualified = f"{kind}.{group}" if group else kind  # Go's GroupKind.String()
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {text}', details)
 
 
 def bad_request(message: str) -> ApiError:

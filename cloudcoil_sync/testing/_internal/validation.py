@@ -7,6 +7,7 @@ import contextlib
 import json
 from typing import Any
 
+from cloudcoil_sync.testing._internal.deployment_validation import deployment_causes
 from cloudcoil_sync.testing._internal.object_meta import Cause, config_key_messages, meta_causes
 from cloudcoil_sync.testing._internal.resources import ResourceType
 from cloudcoil_sync.testing._internal.status import ApiError, invalid
@@ -45,6 +46,8 @@ def validate(rt: ResourceType, obj: JSON, api_group: str) -> None:
             causes.insert(
                 0, ("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {why}')
             )
+    if rt.kind == "Deployment" and rt.group == "apps":
+        causes += deployment_causes(obj)
     if rt.kind == "ConfigMap" and rt.group == "":
         causes += _config_map_causes(obj)
     elif rt.kind == "Secret" and rt.group == "":
