@@ -124,7 +124,7 @@ def _name_causes(meta: JSON, rule: Callable[[str], list[str]]) -> list[Cause]:
 
 def _label_causes(labels: Any) -> list[Cause]:
     causes: list[Cause] = []
-    for key, value in (labels or {}).items():
+    for key, value in (labels if isinstance(labels, dict) else {}).items():
         causes += [_invalid("metadata.labels", key, m) for m in _qualified(key)]
         text = value if isinstance(value, str) else ""
         too_long = [_too_long(63)] if len(text) > 63 else []
@@ -136,7 +136,7 @@ def _label_causes(labels: Any) -> list[Cause]:
 def _annotation_causes(annotations: Any) -> list[Cause]:
     causes: list[Cause] = []
     size = 0
-    for key, value in (annotations or {}).items():
+    for key, value in (annotations if isinstance(annotations, dict) else {}).items():
         causes += [_invalid("metadata.annotations", key, m) for m in _qualified(key.lower())]
         size += len(key.encode()) + len(str(value or "").encode())
     if size > _ANNOTATIONS_LIMIT:
@@ -149,7 +149,7 @@ def _owner_causes(owners: Any) -> list[Cause]:
     causes: list[Cause] = []
     controllers: list[JSON] = []
     path = "metadata.ownerReferences"
-    for owner in owners or []:
+    for owner in owners if isinstance(owners, list) else []:
         owner = owner if isinstance(owner, dict) else {}
         version = str(owner.get("apiVersion") or "")
         parts = version.split("/")
@@ -189,7 +189,7 @@ def _go_owners(owners: list[JSON]) -> str:
 
 def _finalizer_causes(finalizers: Any, *, qualified_only: bool) -> list[Cause]:
     causes: list[Cause] = []
-    for index, finalizer in enumerate(finalizers or []):
+    for index, finalizer in enumerate(finalizers if isinstance(finalizers, list) else []):
         text = str(finalizer)
         causes += [_invalid("metadata.finalizers", text, m) for m in _qualified(text)]
         if not qualified_only and "/" not in text and text not in _STANDARD_FINALIZERS:
