@@ -1111,6 +1111,10 @@ def _secret_cases(path: str) -> list[Case]:
             secret("s5", type="kubernetes.io/tls", stringData={"tls.crt": "x", "tls.key": "y"}),
         ),
         post("too-large", secret("s6", stringData={"a": "x" * 1048577})),
+        post("plain-text-data", secret("s7", data={"password": "hunter2"})),
+        post("unpadded-data", secret("s8", data={"a": "YQ"})),
+        post("number-data", secret("s9", data={"a": 5})),
+        post("padded-data", secret("s10", data={"a": "YQ==", "b": "YWRt\naW4="})),
     ]
 
 

@@ -3,6 +3,8 @@ carries a random or Go-only value there, updates, and custom resources' finalize
 
 from __future__ import annotations
 
+from cloudcoil_sync.testing._internal.go_base64 import error_offset
+
 from .conftest import Client, configmap
 from .test_gc import CRDS, WIDGETS, crd
 
@@ -142,3 +144,20 @@ def test_a_deployment_update_that_unmatches_its_selector_is_refused(client: Clie
         'Deployment.apps "web" is invalid: spec.template.metadata.labels: Invalid value: '
         'map[string]string{"app":"api"}: `selector` does not match template `labels`'
     )
+
+
+def test_bytes_fields_are_decoded_as_go_decodes_them(client: Client) -> None:
+    """Go's offsets (kube-apiserver 1.32 answered byte 4 for "hunter2", 0 for "YQ", 3 for
+    "not base64!"; recorded for Secrets in tests/recordings/fidelity)."""
+    cases = {"hunter2": 4, "YQ": 0, "not base64!": 3, "YQ=": 3, "Y===": 1, "YQ==x": 4, "a": 0}
+    assert {text: error_offset(text) for text in cases} == cases
+    assert [error_offset(t) for t in ("", "YQ==", "YWRt\naW4=", "YW\r\nRt")] == [None] * 4
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bin"}}
+    refused = client.post(CM, {**body, "binaryData": {"a": "not base64!"}})
+    assert refused.status_code == 400
+    assert refused.json()["message"] == (
+        'ConfigMap in version "v1" cannot be handled as a ConfigMap: '
+        "illegal base64 data at input byte 3"
+    )
+    stored = client.post(CM, {**body, "binaryData": {"a": "YWRt\naW4="}}).json()
+    assert stored["binaryData"] == {"a": "YWRtaW4="}

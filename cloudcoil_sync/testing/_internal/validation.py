@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from cloudcoil_sync.testing._internal.deployment_validation import deployment_causes
+from cloudcoil_sync.testing._internal.go_base64 import check_bytes_fields
 from cloudcoil_sync.testing._internal.object_meta import Cause, config_key_messages, meta_causes
 from cloudcoil_sync.testing._internal.resources import ResourceType
 from cloudcoil_sync.testing._internal.status import ApiError, invalid
@@ -114,6 +115,8 @@ def apply_defaults(rt: ResourceType, obj: JSON, creating: bool) -> None:
     # Typed maps kube-apiserver encodes with omitempty: an empty one is not stored.
     if isinstance(obj.get("metadata"), dict):
         _drop_empty(obj["metadata"], ("labels", "annotations"))
+    if kind in ("ConfigMap", "Secret") and rt.group == "":  # []byte maps, decoded as Go does
+        check_bytes_fields(kind, obj, "data" if kind == "Secret" else "binaryData")
     if kind == "Secret" and rt.group == "":
         _secret_defaults(obj)
     if kind in ("ConfigMap", "Secret") and rt.group == "":
