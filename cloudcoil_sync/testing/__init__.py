@@ -27,9 +27,10 @@ Behaviour follows kube-apiserver 1.32 as recorded in ``kube-apiserver-1.32/`` (s
   merged into ``data`` and dropped, its type defaults to Opaque, a TLS Secret needs its two
   keys; a Secret's ``data`` and a ConfigMap's ``binaryData`` must be base64 as Go decodes it,
   else a 400 naming the byte, ``go_base64.py``), a Deployment's replicas, selector (it must
-  match the template's labels) and containers' names and images (``deployment_validation.py``; the rest of the pod spec is not
-  validated), required ``eventTime`` for events.k8s.io Events, CRD naming; a create carrying a
-  resourceVersion is refused (500);
+  match the template's labels) and containers' names and images
+  (``deployment_validation.py``; the rest of the pod spec is not validated), required
+  ``eventTime`` for events.k8s.io Events, CRD naming; a create carrying a resourceVersion is
+  refused (500);
   built-in kinds get no defaulting except Deployment/Pod
   specs, Namespaces and CRDs. Custom resources are pruned, defaulted and validated against
   their CRD's structural schema as kube-apiserver 1.32 does (``custom.py``: unknown-field
