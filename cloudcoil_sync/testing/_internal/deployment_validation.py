@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cloudcoil_sync.testing._internal.admission_match import selector_matches
 from cloudcoil_sync.testing._internal.object_meta import Cause, label_messages
 
 __all__ = ["deployment_causes"]
@@ -69,24 +70,7 @@ def _container_causes(containers: Any, path: str) -> list[Cause]:
 
 def _matches(selector: Any, labels: dict[str, str]) -> bool:
     """A LabelSelector against labels; no selector matches nothing, as in Go."""
-    if not isinstance(selector, dict):
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for term in selector.get("matchExpressions") or []:
-        key, operator = term.get("key"), term.get("operator")
-        values = term.get("values") or []
-        present = key in labels
-        if operator == "In" and not (present and labels[key] in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-    return True
+    return isinstance(selector, dict) and selector_matches(selector, labels)
 
 
 def _go_map(labels: Any) -> str:
