@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from cloudcoil_sync.testing._internal.admission_match import selector_matches
-from cloudcoil_sync.testing._internal.object_meta import Cause, label_messages
+from cloudcoil_sync.testing._internal.object_meta import Cause, invalid_value, label_messages
 
 __all__ = ["deployment_causes"]
 
@@ -55,10 +55,7 @@ def _container_causes(containers: Any, path: str) -> list[Cause]:
         if not name:
             causes.append(("FieldValueRequired", f"{at}.name", "Required value"))
         else:
-            causes += [
-                ("FieldValueInvalid", f"{at}.name", f"Invalid value: {json.dumps(name)}: {m}")
-                for m in label_messages(name)
-            ]
+            causes += [invalid_value(f"{at}.name", name, m) for m in label_messages(name)]
             if name in seen:
                 message = f"Duplicate value: {json.dumps(name)}"
                 causes.append(("FieldValueDuplicate", f"{at}.name", message))

@@ -19,6 +19,7 @@ __all__ = [
     "Cause",
     "config_key_messages",
     "finalizer_warnings",
+    "invalid_value",
     "label_messages",
     "meta_causes",
     "subdomain",
@@ -105,7 +106,8 @@ def _qualified(value: str) -> list[str]:
     return out
 
 
-def _invalid(field: str, value: Any, message: str) -> Cause:
+def invalid_value(field: str, value: Any, message: str) -> Cause:
+    """A FieldValueInvalid cause, worded as field.Invalid words it."""
     return ("FieldValueInvalid", field, f"Invalid value: {json.dumps(value)}: {message}")
 
 
@@ -114,22 +116,22 @@ def _name_causes(meta: JSON, rule: Callable[[str], list[str]]) -> list[Cause]:
     prefix = meta.get("generateName")
     if isinstance(prefix, str) and prefix:
         masked = prefix[:-1] + "a" if prefix.endswith("-") else prefix
-        causes += [_invalid("metadata.generateName", prefix, m) for m in rule(masked)]
+        causes += [invalid_value("metadata.generateName", prefix, m) for m in rule(masked)]
     name = meta.get("name") or ""
     if not name:
         message = "Required value: name or generateName is required"
         return [*causes, ("FieldValueRequired", "metadata.name", message)]
-    return causes + [_invalid("metadata.name", name, m) for m in rule(str(name))]
+    return causes + [invalid_value("metadata.name", name, m) for m in rule(str(name))]
 
 
 def _label_causes(labels: Any) -> list[Cause]:
     causes: list[Cause] = []
     for key, value in (labels if isinstance(labels, dict) else {}).items():
-        causes += [_invalid("metadata.labels", key, m) for m in _qualified(key)]
+        causes += [invalid_value("metadata.labels", key, m) for m in _qualified(key)]
         text = value if isinstance(value, str) else ""
         too_long = [_too_long(63)] if len(text) > 63 else []
         bad = too_long + ([] if _VALUE_RE.fullmatch(text) else [_VALUE])
-        causes += [_invalid("metadata.labels", value, m) for m in bad]
+        causes += [invalid_value("metadata.labels", value, m) for m in bad]
     return causes
 
 
@@ -137,7 +139,7 @@ def _annotation_causes(annotations: Any) -> list[Cause]:
     causes: list[Cause] = []
     size = 0
     for key, value in (annotations if isinstance(annotations, dict) else {}).items():
-        causes += [_invalid("metadata.annotations", key, m) for m in _qualified(key.lower())]
+        causes += [invalid_value("metadata.annotations", key, m) for m in _qualified(key.lower())]
         size += len(key.encode()) + len(str(value or "").encode())
     if size > _ANNOTATIONS_LIMIT:
         message = f"Too long: may not be more than {_ANNOTATIONS_LIMIT} bytes"
@@ -154,11 +156,11 @@ def _owner_causes(owners: Any) -> list[Cause]:
         version = str(owner.get("apiVersion") or "")
         parts = version.split("/")
         if len(parts) > 2 or not parts[-1]:
-            causes.append(_invalid(f"{path}.apiVersion", version, "version must not be empty"))
+            causes.append(invalid_value(f"{path}.apiVersion", version, "version must not be empty"))
         for key, what in (("kind", "kind"), ("name", "name"), ("uid", "uid")):
             if not owner.get(key):
                 value = str(owner.get(key) or "")
-                causes.append(_invalid(f"{path}.{key}", value, f"{what} must not be empty"))
+                causes.append(invalid_value(f"{path}.{key}", value, f"{what} must not be empty"))
         if owner.get("controller") is True:
             controllers.append(owner)
     if len(controllers) > 1:
@@ -191,10 +193,10 @@ def _finalizer_causes(finalizers: Any, *, qualified_only: bool) -> list[Cause]:
     causes: list[Cause] = []
     for index, finalizer in enumerate(finalizers if isinstance(finalizers, list) else []):
         text = str(finalizer)
-        causes += [_invalid("metadata.finalizers", text, m) for m in _qualified(text)]
+        causes += [invalid_value("metadata.finalizers", text, m) for m in _qualified(text)]
         if not qualified_only and "/" not in text and text not in _STANDARD_FINALIZERS:
             message = "name is neither a standard finalizer name nor is it fully qualified"
-            causes.append(_invalid(f"metadata.finalizers[{index}]", text, message))
+            causes.append(invalid_value(f"metadata.finalizers[{index}]", text, message))
     return causes
 
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 from typing import Any
 
 from cloudcoil_sync.testing._internal.deployment_validation import deployment_causes
 from cloudcoil_sync.testing._internal.go_base64 import check_bytes_fields
-from cloudcoil_sync.testing._internal.object_meta import Cause, config_key_messages, meta_causes
+from cloudcoil_sync.testing._internal.object_meta import (
+    Cause,
+    config_key_messages,
+    invalid_value,
+    meta_causes,
+)
 from cloudcoil_sync.testing._internal.resources import ResourceType
 from cloudcoil_sync.testing._internal.status import ApiError, invalid
 
@@ -221,17 +225,16 @@ def _config_map_causes(obj: JSON) -> list[Cause]:
     data, binary = obj.get("data") or {}, obj.get("binaryData") or {}
     for where, keys in (("data", data), ("binaryData", binary)):
         for key in keys:
-            field = f"{where}[{key}]"
-            for message in config_key_messages(key):
-                causes.append(
-                    ("FieldValueInvalid", field, f"Invalid value: {json.dumps(key)}: {message}")
-                )
+            causes += _key_causes(where, key)
             if where == "data" and key in binary:
-                message = (
-                    f"Invalid value: {json.dumps(key)}: duplicate of key present in binaryData"
-                )
-                causes.append(("FieldValueInvalid", field, message))
+                message = "duplicate of key present in binaryData"
+                causes.append(invalid_value(f"data[{key}]", key, message))
     return causes
+
+
+def _key_causes(where: str, key: str) -> list[Cause]:
+    """IsConfigMapKey's problems with a key of ``where`` (a ConfigMap's or a Secret's)."""
+    return [invalid_value(f"{where}[{key}]", key, m) for m in config_key_messages(key)]
 
 
 def _secret_defaults(obj: JSON) -> None:
@@ -255,9 +258,7 @@ def _secret_causes(obj: JSON) -> list[Cause]:
     data = obj.get("data") or {}
     size = 0
     for key, value in data.items():
-        for message in config_key_messages(key):
-            text = f"Invalid value: {json.dumps(key)}: {message}"
-            causes.append(("FieldValueInvalid", f"data[{key}]", text))
+        causes += _key_causes("data", key)
         with contextlib.suppress(ValueError, TypeError):
             size += len(base64.b64decode(str(value or ""), validate=True))
     if size > _SECRET_LIMIT:
