@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from cloudcoil_sync.testing import Emulator
 from cloudcoil_sync.testing._internal.protobuf import decode
@@ -143,12 +144,15 @@ def test_unknown_kinds_and_broken_bodies_are_named() -> None:
     assert plain.value.code == 400 and "no protobuf prefix" in plain.value.message
 
 
+def _post_protobuf(client: Client, path: str, body: Path) -> requests.Response:
+    """POST a recorded body as its client sent it."""
+    headers = {"Content-Type": "application/vnd.kubernetes.protobuf"}
+    return client.request("POST", path, data=body.read_bytes(), headers=headers)
+
+
 def test_a_protobuf_create_is_stored_like_json(client: Client, kube_emulator: Emulator) -> None:
-    answer = client.request(
-        "POST",
-        "/api/v1/namespaces/default/configmaps",
-        data=(RECORDED / "configmap.bin").read_bytes(),
-        headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
+    answer = _post_protobuf(
+        client, "/api/v1/namespaces/default/configmaps", RECORDED / "configmap.bin"
     )
     assert answer.status_code == 201, answer.text
     assert answer.headers["Content-Type"].startswith("application/json")
@@ -183,11 +187,8 @@ def test_a_client_go_lease_create_is_stored(client: Client, kube_emulator: Emula
     kube_emulator.create_object(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rec"}}
     )  # where go-anchor ran when recorded
-    answer = client.request(
-        "POST",
-        "/apis/coordination.k8s.io/v1/namespaces/rec/leases",
-        data=(CLIENT_GO / "lease-create.bin").read_bytes(),
-        headers={"Content-Type": "application/vnd.kubernetes.protobuf"},
+    answer = _post_protobuf(
+        client, "/apis/coordination.k8s.io/v1/namespaces/rec/leases", CLIENT_GO / "lease-create.bin"
     )
     assert answer.status_code == 201, answer.text
     stored = kube_emulator.get_object("coordination.k8s.io", "leases", "rec", "go-anchor")
